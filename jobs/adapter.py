@@ -1,0 +1,80 @@
+"""The one place that maps plain-Python stages onto Ray Data's `map_batches`.
+
+A stage is either a function `rows -> rows` (run as Ray tasks) or a class whose `__init__` loads
+its model once and whose `__call__(rows) -> rows` handles a batch (run in a fixed actor pool). Rows
+are lists of dicts; the adapter converts Arrow batches to and from them with the stage's declared
+output schema, so stages know nothing of Ray or Arrow.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pyarrow as pa
+
+from jobs.config import ResourcesConfig
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    fn: Callable[..., Any]  # a function over rows, or a class built once per actor
+    output_schema: pa.Schema
+    resources: ResourcesConfig
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_actor(self) -> bool:
+        return isinstance(self.fn, type)
+
+
+def _to_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+class _ActorHost:
+    """Builds the stage inside the actor (model load happens here, once) and converts batches."""
+
+    def __init__(self, factory: Callable[[], Any], schema: pa.Schema):
+        self._stage = factory()
+        self._schema = schema
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        return _to_table(self._stage(batch.to_pylist()), self._schema)
+
+
+def _run_task(batch: pa.Table, *, fn: Callable, schema: pa.Schema, kwargs: dict) -> pa.Table:
+    return _to_table(fn(batch.to_pylist(), **kwargs), schema)
+
+
+def apply(ds, stage: Stage):
+    """Append `stage` to the Ray dataset `ds` with its declared resources."""
+    import ray.data
+
+    res = stage.resources
+    common = dict(
+        batch_size=res.batch_size,
+        batch_format="pyarrow",
+        num_cpus=res.num_cpus,
+        num_gpus=res.num_gpus or None,
+        zero_copy_batch=True,
+    )
+    if stage.is_actor:
+        return ds.map_batches(
+            _ActorHost,
+            fn_constructor_kwargs={
+                "factory": functools.partial(stage.fn, **stage.kwargs),
+                "schema": stage.output_schema,
+            },
+            compute=ray.data.ActorPoolStrategy(size=res.pool_size or 1),
+            **common,
+        )
+    compute = ray.data.TaskPoolStrategy(size=res.pool_size) if res.pool_size else None
+    return ds.map_batches(
+        _run_task,
+        fn_kwargs={"fn": stage.fn, "schema": stage.output_schema, "kwargs": stage.kwargs},
+        compute=compute,
+        **common,
+    )

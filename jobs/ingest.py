@@ -1,0 +1,218 @@
+"""The ingest job: discover and plan, then a Ray Data pipeline into the Parquet + pgvector sink.
+
+    work items ─┬─ markdown: parse (tasks) ─► sentences (spaCy actors) ─► chunk (tasks) ─┐
+                └─ excel: rows → chunks (tasks) ─────────────────────────────────────────┴─► embed (actors) ─► sink
+
+The sink runs in the driver and commits document by document (see jobs/store/sink.py), so killing
+the job at any moment loses at most the documents in flight; the next run resumes with them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from jobs import adapter
+from jobs.chunk.ids import doc_id
+from jobs.chunk.sentences import SentenceSplitter
+from jobs.chunk.windows import chunk_documents
+from jobs.config import JobConfig
+from jobs.embed.encoder import Embedder
+from jobs.embed.models import resolve_model
+from jobs.home import runs_dir
+from jobs.parse.excel import excel_to_chunks
+from jobs.parse.markdown import parse_documents
+from jobs.qa.metrics import run_metrics, write_summary
+from jobs.rows import CHUNK_SCHEMA, DOC_SCHEMA
+from jobs.sources.discover import discover
+from jobs.sources.plan import Plan, make_plan
+from jobs.store import embedded
+from jobs.store.parquet import RunOutput
+from jobs.store.pgvector import PgStore
+from jobs.store.sink import DocumentSink
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class IngestResult:
+    run_id: str
+    collection: str
+    fingerprint: str
+    plan: dict
+    metrics: dict = field(default_factory=dict)
+    output_dir: str = ""
+    failures: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+    index_built: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def database_url(cfg: JobConfig) -> str:
+    """The configured server (flag, DATABASE_URL or config), else the embedded one (started if needed)."""
+    if cfg.database.url is not None:
+        return cfg.database.url.get_secret_value()
+    return embedded.start()
+
+
+def new_run_id() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+
+
+def embedding_dimension(cfg: JobConfig) -> int:
+    info = resolve_model(cfg.embedding.model)
+    if info.dimension:
+        return info.dimension
+    # A hub model not on disk: loading it is the only way to learn its output size.
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(info.location, device="cpu").get_embedding_dimension()
+
+
+def make_plan_for(cfg: JobConfig, store: PgStore) -> tuple[Plan, list]:
+    files = discover(cfg.input.roots, cfg.input.include, cfg.input.exclude)
+    stored = store.stored_documents(cfg.collection)
+    return make_plan(files, stored, cfg.fingerprint(), cfg.keep_removed), files
+
+
+def init_ray(cfg: JobConfig) -> None:
+    import ray
+
+    if ray.is_initialized():
+        return
+    address = os.environ.get("RAY_ADDRESS")
+    kwargs = dict(
+        include_dashboard=False,
+        log_to_driver=True,
+        # Workers load models from package paths; tokenizers' own threads would fight Ray's workers.
+        runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_DISABLE_TELEMETRY": "1"}},
+    )
+    if address:
+        ray.init(address=address, **kwargs)
+    else:
+        ray.init(num_cpus=cfg.ray.num_cpus or max(os.cpu_count() or 1, 4), **kwargs)
+    from ray.data import DataContext
+
+    ctx = DataContext.get_current()
+    ctx.enable_progress_bars = cfg.ray.progress_bars
+    ctx.enable_operator_progress_bars = cfg.ray.progress_bars
+
+
+def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict]):
+    """The Ray Data plan: one branch per source type, unioned before the embedding actor pool."""
+    import ray.data
+
+    def source(items):
+        # Small blocks keep the stream moving: documents reach the sink (and commit) early.
+        return ray.data.from_items(items, override_num_blocks=max(1, min(len(items), 256)))
+
+    branches = []
+    if md_items:
+        md = source(md_items)
+        md = adapter.apply(md, adapter.Stage("parse_markdown", parse_documents, DOC_SCHEMA, cfg.ray.parse, {
+            "title_from_front_matter": cfg.markdown.title_from_front_matter,
+            "onenote_headings": cfg.markdown.onenote_headings,
+        }))
+        md = adapter.apply(md, adapter.Stage("sentences", SentenceSplitter, DOC_SCHEMA, cfg.sentences.resources, {
+            "model": cfg.sentences.model,
+            "require_gpu": cfg.sentences.require_gpu,
+            "nlp_batch_size": cfg.sentences.nlp_batch_size,
+            "download_missing": cfg.sentences.download_missing,
+        }))
+        md = adapter.apply(md, adapter.Stage("chunk", chunk_documents, CHUNK_SCHEMA, cfg.ray.chunk, {
+            "chunking": cfg.chunking, "quality": cfg.quality, "embedding_model": cfg.embedding.model,
+        }))
+        branches.append(md)
+    if xl_items:
+        xl = source(xl_items)
+        xl = adapter.apply(xl, adapter.Stage("excel", excel_to_chunks, CHUNK_SCHEMA, cfg.ray.excel, {
+            "excel": cfg.excel, "quality": cfg.quality, "embedding_model": cfg.embedding.model,
+        }))
+        branches.append(xl)
+    ds = branches[0] if len(branches) == 1 else branches[0].union(*branches[1:])
+    emb = cfg.embedding
+    return adapter.apply(ds, adapter.Stage("embed", Embedder, CHUNK_SCHEMA, emb.resources, {
+        "model": emb.model, "device": emb.device, "dtype": emb.dtype, "encode_batch_size": emb.encode_batch_size,
+        "torch_threads": emb.torch_threads, "num_gpus": emb.resources.num_gpus,
+    }))
+
+
+def plan_only(cfg: JobConfig) -> Plan:
+    with PgStore(database_url(cfg), cfg.database.schema_name) as store:
+        store.migrate()
+        plan, _ = make_plan_for(cfg, store)
+        return plan
+
+
+def run_ingest(cfg: JobConfig, run_id: str | None = None) -> IngestResult:
+    started = time.monotonic()
+    run_id = run_id or new_run_id()
+    fingerprint = cfg.fingerprint()
+    out_root = Path(cfg.output) if cfg.output else runs_dir()
+    run_dir = (out_root / run_id).resolve()
+    dim = embedding_dimension(cfg)
+
+    with PgStore(database_url(cfg), cfg.database.schema_name) as store:
+        store.migrate()
+        coll = store.ensure_collection(cfg.collection, cfg.embedding.model, dim)
+        plan, _ = make_plan_for(cfg, store)
+        output = RunOutput(run_dir, dim)
+        output.write_json("run.json", {"run_id": run_id, "collection": cfg.collection, "fingerprint": fingerprint,
+                                       "plan": plan.counts(), "config": cfg.public_dict()})
+        store.start_run(run_id, cfg.collection, cfg.public_dict(), fingerprint, str(run_dir))
+        result = IngestResult(run_id, cfg.collection, fingerprint, plan.counts(), output_dir=str(run_dir))
+        log.info("run %s: %s", run_id, ", ".join(f"{v} {k}" for k, v in plan.counts().items()))
+
+        for path in plan.delete:
+            store.delete_document(coll, path)
+
+        items = [{
+            "doc_id": doc_id(cfg.collection, f.source_path), "collection": cfg.collection,
+            "source_path": f.source_path, "abs_path": f.abs_path, "source_type": f.source_type,
+            "content_sha256": f.content_sha256, "size_bytes": f.size_bytes,
+            "pipeline_fingerprint": fingerprint, "run_id": run_id,
+        } for f in plan.to_process]
+        store.mark_pending(cfg.collection, run_id, items)
+
+        sink = DocumentSink(store, coll, output, run_id, len(items), cfg.sink.flush_rows, cfg.sink.flush_seconds)
+        status = "ok"
+        if items:
+            init_ray(cfg)
+            ds = build_dataset(cfg, [i for i in items if i["source_type"] == "markdown"],
+                               [i for i in items if i["source_type"] == "excel"])
+            try:
+                for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
+                    sink.write(batch.to_pylist())
+                sink.flush()
+            except BaseException:
+                # Committed documents stay committed; the rest stay pending and the next run resumes them.
+                sink.flush()
+                store.finish_run(run_id, "aborted", {"plan": plan.counts()}, {})
+                raise
+            sink.record_lost(items)
+            try:
+                (run_dir / "ray_stats.txt").write_text(ds.stats() + "\n", encoding="utf-8")
+            except Exception:  # stats are a nicety; never fail a finished run over them
+                log.debug("could not write Ray Data stats", exc_info=True)
+            result.index_built = store.ensure_hnsw_index(coll, cfg.database.hnsw_m, cfg.database.hnsw_ef_construction)
+
+        result.seconds = time.monotonic() - started
+        result.failures = sink.stats.failures
+        result.metrics = run_metrics(sink.stats, plan.counts(), result.seconds)
+        output.write_json("qa/metrics.json", result.metrics)
+        write_summary(output.qa_dir / "summary.md", result.metrics)
+        if sink.stats.failures:
+            output.write_errors(sink.stats.failures)
+            status = "failed_files"
+        store.finish_run(run_id, status, result.metrics["files"] | {"chunks": sink.stats.chunks,
+                                                                     "vectors": sink.stats.vectors},
+                         {"seconds_total": round(result.seconds, 2)})
+    return result

@@ -1,0 +1,298 @@
+"""Markdown into sections by heading, then typed blocks: structure before anything else.
+
+Offsets are into the document's source text as `read_source_text` returns it (UTF-8, BOM dropped,
+line endings made `\\n`), so `text[block.start:block.end]` is always the block verbatim.
+
+Rules that matter for retrieval:
+- front matter (YAML `---`, TOML `+++`) becomes metadata and is never chunked;
+- ATX, setext and OneNote `[Heading]{.underline}` lines open sections;
+- nothing inside a fenced code block (backticks or tildes, unclosed fences run to the end) is a heading;
+- code blocks and tables stay whole blocks, so later stages never split them.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+
+_FENCE_OPEN = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
+_ATX = re.compile(
+    r"^ {0,3}(?P<hashes>#{1,6})"  # 1-6 hashes, at most 3 spaces of indent
+    r"(?:[ \t]+(?P<text>.*?))?"  # the heading text, optional (an empty heading is legal)
+    r"(?:[ \t]+#+)?[ \t]*$"  # an optional closing run of hashes
+)
+_SETEXT_UNDERLINE = re.compile(r"^ {0,3}(?P<marks>=+|-+)[ \t]*$")
+_ONENOTE_HEADING = re.compile(r"^\s*\[(?P<text>[^\]]+)\]\{\.underline\}\s*$")
+_THEMATIC_BREAK = re.compile(r"^ {0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})$")
+_LIST_ITEM = re.compile(r"^(?P<indent>[ \t]*)(?:[-*+•]|\d{1,9}[.)])[ \t]+\S")
+_TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{1,}:?\s*(?:\|\s*:?-{1,}:?\s*)*\|?\s*$")
+_QUOTE = re.compile(r"^ {0,3}>")
+_HTML_START = re.compile(r"^ {0,3}<(?:!--|[A-Za-z/])")
+
+# Heading clean-up: markup that must not leak into headings and breadcrumbs.
+_HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_ANCHOR = re.compile(r"<a\s+(?:name|id)=[^>]*>\s*</a>", re.I)
+_HTML_TAG = re.compile(r"</?[A-Za-z][^>]*>")
+_ATTR_BLOCK = re.compile(r"\s*\{[#.][^}]*\}\s*$")  # `{#custom-id}` / `{.class}` after a heading
+_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+_EMPHASIS = re.compile(r"(\*\*|__|\*|_|`)(.+?)\1")
+
+
+@dataclass
+class Block:
+    kind: str  # p | list | code | table | quote | html
+    start: int
+    end: int
+
+
+@dataclass
+class Section:
+    heading_path: list[str]  # headings from the top level down to this section's own
+    level: int  # 0 for text before the first heading
+    blocks: list[Block] = field(default_factory=list)
+
+
+@dataclass
+class ParsedMarkdown:
+    metadata: dict
+    title: str
+    sections: list[Section]
+
+    def sections_as_dicts(self) -> list[dict]:
+        return [asdict(s) for s in self.sections]
+
+
+def read_source_text(path: str | Path) -> str:
+    """The document's text as every offset refers to it. Invalid UTF-8 raises (the file is reported)."""
+    raw = Path(path).read_bytes()
+    text = raw.decode("utf-8")  # UnicodeDecodeError names the byte offset: a clear error for the report
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def clean_heading(text: str) -> str:
+    text = _HTML_COMMENT.sub("", text)
+    text = _ANCHOR.sub("", text)
+    text = _ATTR_BLOCK.sub("", text)
+    text = _HTML_TAG.sub("", text)
+    text = _LINK.sub(r"\1", text)
+    text = _EMPHASIS.sub(r"\2", text)
+    return " ".join(text.split())
+
+
+def _front_matter(text: str) -> tuple[dict, int]:
+    """(metadata, offset where the body starts). Malformed front matter is kept out of the chunks
+    and reported in the metadata rather than failing the document."""
+    for fence, loader in (("---", yaml.safe_load), ("+++", tomllib.loads)):
+        if not text.startswith(fence + "\n"):
+            continue
+        closers = ["\n" + fence + "\n", "\n...\n"] if fence == "---" else ["\n" + fence + "\n"]
+        ends = [(text.find(c, len(fence)), c) for c in closers]
+        ends = [(i, c) for i, c in ends if i >= 0]
+        if not ends and text.rstrip().endswith("\n" + fence):
+            ends = [(text.rstrip().rfind("\n" + fence), "\n" + fence)]
+        if not ends:
+            return {}, 0
+        i, closer = min(ends)
+        body = text[len(fence) + 1 : i + 1]
+        try:
+            meta = loader(body) or {}
+            if not isinstance(meta, dict):
+                meta = {"front_matter": meta}
+        except Exception as exc:  # a broken header must not lose the document's text
+            meta = {"front_matter_error": f"{type(exc).__name__}: {exc}"[:500]}
+        return meta, min(i + len(closer), len(text))
+    return {}, 0
+
+
+def _lines(text: str, start: int) -> list[tuple[int, int, str]]:
+    """(start, end, line) for each line from `start`; `end` excludes the newline."""
+    out, pos = [], start
+    while pos < len(text):
+        nl = text.find("\n", pos)
+        end = len(text) if nl < 0 else nl
+        out.append((pos, end, text[pos:end]))
+        pos = end + 1
+    return out
+
+
+def _classify(lines: list[tuple[int, int, str]], onenote: bool) -> list[tuple[str, int, str]]:
+    """Per line: (kind, heading level, heading text). Kinds: code, blank, heading, hr, text,
+    setext (a text line turned heading by the underline that follows), underline."""
+    kinds: list[tuple[str, int, str]] = []
+    fence: str | None = None
+    for _, _, line in lines:
+        if fence is not None:
+            stripped = line.strip()
+            closes = stripped and set(stripped) == {fence[0]} and len(stripped) >= len(fence)
+            kinds.append(("code", 0, ""))
+            if closes and len(line) - len(line.lstrip(" ")) <= 3:
+                fence = None
+            continue
+        m = _FENCE_OPEN.match(line)
+        if m and not (m["fence"][0] == "`" and "`" in m["info"]):
+            fence = m["fence"]
+            kinds.append(("code", 0, ""))
+            continue
+        if not line.strip():
+            kinds.append(("blank", 0, ""))
+            continue
+        m = _ATX.match(line)
+        if m:
+            kinds.append(("heading", len(m["hashes"]), clean_heading(m["text"] or "")))
+            continue
+        m = _SETEXT_UNDERLINE.match(line)
+        prev = kinds[-1] if kinds else ("blank", 0, "")
+        if m and prev[0] == "text" and not _LIST_ITEM.match(lines[len(kinds) - 1][2]):
+            level = 1 if m["marks"][0] == "=" else 2
+            kinds[-1] = ("setext", level, clean_heading(lines[len(kinds) - 1][2]))
+            kinds.append(("underline", 0, ""))
+            continue
+        if _THEMATIC_BREAK.match(line):
+            kinds.append(("hr", 0, ""))
+            continue
+        m = _ONENOTE_HEADING.match(line) if onenote else None
+        if m:
+            kinds.append(("heading", 3, clean_heading(m["text"])))
+            continue
+        kinds.append(("text", 0, ""))
+    return kinds
+
+
+def _blocks(lines: list[tuple[int, int, str]], kinds: list[tuple[str, int, str]], lo: int, hi: int) -> list[Block]:
+    """Typed blocks for lines[lo:hi] (a section body)."""
+    blocks: list[Block] = []
+    i = lo
+    while i < hi:
+        kind = kinds[i][0]
+        line = lines[i][2]
+        if kind in ("blank", "hr", "underline"):
+            i += 1
+            continue
+        j = i + 1
+        if kind == "code":
+            # a fence block ends at its closing fence; the next fence opens a new block
+            j = _fence_end(lines, kinds, i, hi)
+            block_kind = "code"
+        elif "|" in line and (
+            line.lstrip().startswith("|") or (i + 1 < hi and _TABLE_SEPARATOR.match(lines[i + 1][2]))
+        ):
+            while j < hi and kinds[j][0] == "text" and "|" in lines[j][2]:
+                j += 1
+            block_kind = "table"
+        elif _LIST_ITEM.match(line):
+            while j < hi:
+                if kinds[j][0] == "text":
+                    j += 1
+                elif kinds[j][0] == "blank":
+                    # a blank line inside a list: the list goes on if an item or an indented line follows
+                    k = j
+                    while k < hi and kinds[k][0] == "blank":
+                        k += 1
+                    nxt = lines[k][2] if k < hi else ""
+                    if k < hi and kinds[k][0] == "text" and (_LIST_ITEM.match(nxt) or nxt.startswith(("  ", "\t"))):
+                        j = k
+                    else:
+                        break
+                else:
+                    break
+            block_kind = "list"
+        elif _QUOTE.match(line):
+            while j < hi and kinds[j][0] == "text" and _QUOTE.match(lines[j][2]):
+                j += 1
+            block_kind = "quote"
+        elif _HTML_START.match(line):
+            while j < hi and kinds[j][0] == "text":
+                j += 1
+            block_kind = "html"
+        else:
+            while j < hi and kinds[j][0] == "text" and not (
+                _LIST_ITEM.match(lines[j][2]) or _QUOTE.match(lines[j][2]) or lines[j][2].lstrip().startswith("|")
+            ):
+                j += 1
+            block_kind = "p"
+        blocks.append(Block(block_kind, lines[i][0], lines[j - 1][1]))
+        i = j
+    return blocks
+
+
+def _fence_end(lines, kinds, i: int, hi: int) -> int:
+    """Index after the closing fence of the code block opening at line i (or after the run of code)."""
+    opener = _FENCE_OPEN.match(lines[i][2])
+    fence = opener["fence"] if opener else "```"
+    j = i + 1
+    while j < hi and kinds[j][0] == "code":
+        stripped = lines[j][2].strip()
+        j += 1
+        if stripped and set(stripped) == {fence[0]} and len(stripped) >= len(fence):
+            break
+    return j
+
+
+def parse_markdown(text: str, fallback_title: str, *, title_from_front_matter: bool = True,
+                   onenote_headings: bool = True) -> ParsedMarkdown:
+    metadata, body_start = _front_matter(text)
+    lines = _lines(text, body_start)
+    kinds = _classify(lines, onenote_headings)
+
+    # Section boundaries: every heading line (an ATX/OneNote heading, or the text line of a setext pair).
+    heads = [i for i, k in enumerate(kinds) if k[0] in ("heading", "setext")]
+    sections: list[Section] = []
+    stack: list[tuple[int, str]] = []
+    if not heads or heads[0] > 0:
+        first = heads[0] if heads else len(lines)
+        sections.append(Section([], 0, _blocks(lines, kinds, 0, first)))
+    for n, h in enumerate(heads):
+        level, heading = kinds[h][1], kinds[h][2]
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, heading or "(untitled)"))
+        body_lo = h + (2 if kinds[h][0] == "setext" else 1)
+        body_hi = heads[n + 1] if n + 1 < len(heads) else len(lines)
+        sections.append(Section([t for _, t in stack], level, _blocks(lines, kinds, body_lo, body_hi)))
+
+    title = ""
+    if title_from_front_matter and isinstance(metadata.get("title"), str):
+        title = clean_heading(metadata["title"])
+    if not title:
+        h1 = next((kinds[h][2] for h in heads if kinds[h][1] == 1 and kinds[h][2]), "")
+        title = h1 or fallback_title
+    return ParsedMarkdown(metadata=metadata, title=title, sections=sections)
+
+
+def parse_documents(rows: list[dict], *, title_from_front_matter: bool = True, onenote_headings: bool = True) -> list[dict]:
+    """Stage: work rows (Markdown files) -> document rows with sections. A file that cannot be read
+    or parsed becomes an error row; the others go on."""
+    import json
+
+    from jobs.rows import error_fields
+
+    out = []
+    for work in rows:
+        if work.get("error_stage"):
+            out.append(work)
+            continue
+        doc = dict(work)
+        try:
+            text = read_source_text(work["abs_path"])
+            parsed = parse_markdown(
+                text,
+                Path(work["source_path"]).stem,
+                title_from_front_matter=title_from_front_matter,
+                onenote_headings=onenote_headings,
+            )
+            doc.update(
+                title=parsed.title,
+                metadata_json=json.dumps(parsed.metadata, default=str, ensure_ascii=False),
+                text=text,
+                sections_json=json.dumps(parsed.sections_as_dicts(), ensure_ascii=False),
+            )
+        except Exception as exc:
+            doc.update(error_fields("parse_markdown", exc))
+        out.append(doc)
+    return out

@@ -1,0 +1,59 @@
+"""Per-run QA artifacts: metrics.json and a short summary.md under the run's qa/ folder."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from jobs.store.sink import SinkStats
+
+
+def _histogram(values: list[int], edges: list[int]) -> dict[str, int]:
+    out = {}
+    for lo, hi in zip(edges, edges[1:] + [None]):
+        key = f"{lo}-{hi - 1}" if hi else f"{lo}+"
+        out[key] = sum(1 for v in values if v >= lo and (hi is None or v < hi))
+    return out
+
+
+def run_metrics(stats: SinkStats, plan_counts: dict, seconds: float) -> dict:
+    tokens, words = stats.tokens, stats.words
+    return {
+        "files": {**plan_counts, "done": stats.docs_done, "empty": stats.docs_empty, "failed": stats.docs_failed},
+        "chunks": {
+            "total": stats.chunks,
+            "embedded": stats.vectors,
+            "omitted": stats.omitted,
+            "by_source_type": dict(stats.by_source_type),
+            "by_quality": dict(stats.quality),
+            "omitted_by_reason": dict(stats.omit_reasons),
+        },
+        "embedded_chunks": {
+            "tokens_mean": round(statistics.fmean(tokens), 1) if tokens else None,
+            "tokens_median": statistics.median(tokens) if tokens else None,
+            "words_mean": round(statistics.fmean(words), 1) if words else None,
+            "words_median": statistics.median(words) if words else None,
+            "token_histogram": _histogram(tokens, [0, 16, 32, 64, 128, 192, 256, 384, 512]),
+        },
+        "failures": stats.failures,
+        "seconds": round(seconds, 2),
+    }
+
+
+def write_summary(path: Path, metrics: dict) -> None:
+    f, c, e = metrics["files"], metrics["chunks"], metrics["embedded_chunks"]
+    lines = [
+        "# Run summary",
+        "",
+        f"- files: {f['add']} added, {f['update']} updated, {f['retry']} retried, {f['skip']} skipped, "
+        f"{f['delete']} deleted, {f['failed']} failed",
+        f"- chunks: {c['total']} ({c['embedded']} embedded, {c['omitted']} omitted)",
+        f"- by quality: {', '.join(f'{k} {v}' for k, v in sorted(c['by_quality'].items())) or '-'}",
+        f"- omitted by reason: {', '.join(f'{k} {v}' for k, v in sorted(c['omitted_by_reason'].items())) or '-'}",
+        f"- embedded chunk tokens: mean {e['tokens_mean']}, median {e['tokens_median']}",
+        f"- time: {metrics['seconds']} s",
+    ]
+    if metrics["failures"]:
+        lines += ["", "## Failed files", ""]
+        lines += [f"- `{x['source_path']}` [{x['stage']}] {x['error_class']}: {x['message']}" for x in metrics["failures"]]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")

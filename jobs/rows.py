@@ -1,0 +1,126 @@
+"""Row shapes that flow between stages, as Arrow schemas (the chunk row is a contract: DESIGN §3).
+
+Every stage passes rows it cannot handle (errors, other source types) through unchanged, so one
+broken file becomes one `error` row that reaches the sink, which records it; every other file lands.
+
+`row_kind` says what a chunk-schema row is:
+  chunk   a real chunk (embedded unless `omitted`)
+  empty   the document produced no chunks; still committed, so it is not re-planned forever
+  error   the document failed in `error_stage`; the sink records it and keeps its old chunks
+`doc_rows` is how many rows the document sends in total: the sink commits a document only when all
+of them have arrived, since re-batching can split one document's rows across batches.
+"""
+
+from __future__ import annotations
+
+import traceback
+
+import pyarrow as pa
+
+WORK_FIELDS = [
+    pa.field("doc_id", pa.string()),
+    pa.field("collection", pa.string()),
+    pa.field("source_path", pa.string()),
+    pa.field("abs_path", pa.string()),
+    pa.field("source_type", pa.string()),
+    pa.field("content_sha256", pa.string()),
+    pa.field("size_bytes", pa.int64()),
+    pa.field("pipeline_fingerprint", pa.string()),
+    pa.field("run_id", pa.string()),
+]
+ERROR_FIELDS = [
+    pa.field("error_stage", pa.string()),
+    pa.field("error_class", pa.string()),
+    pa.field("error_message", pa.string()),
+]
+
+WORK_SCHEMA = pa.schema(WORK_FIELDS)
+
+# A parsed Markdown document; sections and sentence units travel as JSON text, because their nested
+# shape is private to the Markdown path and Arrow gains nothing from typing it.
+DOC_SCHEMA = pa.schema(
+    WORK_FIELDS
+    + [
+        pa.field("title", pa.string()),
+        pa.field("metadata_json", pa.string()),
+        pa.field("text", pa.large_string()),
+        pa.field("sections_json", pa.large_string()),
+        pa.field("units_json", pa.large_string()),
+    ]
+    + ERROR_FIELDS
+)
+
+# The contract columns, in Parquet and database order.
+CONTRACT_FIELDS = [
+    pa.field("chunk_id", pa.string()),
+    pa.field("collection", pa.string()),
+    pa.field("doc_id", pa.string()),
+    pa.field("source_path", pa.string()),
+    pa.field("source_type", pa.string()),
+    pa.field("heading_path", pa.list_(pa.string())),
+    pa.field("breadcrumb", pa.string()),
+    pa.field("text", pa.large_string()),
+    pa.field("embed_text", pa.large_string()),
+    pa.field("seq", pa.int32()),
+    pa.field("char_start", pa.int64()),
+    pa.field("char_end", pa.int64()),
+    pa.field("sheet", pa.string()),
+    pa.field("row", pa.int64()),
+    pa.field("tags", pa.list_(pa.string())),
+    pa.field("token_count", pa.int32()),
+    pa.field("word_count", pa.int32()),
+    pa.field("quality", pa.string()),
+    pa.field("omitted", pa.bool_()),
+    pa.field("omit_reason", pa.string()),
+    pa.field("text_sha256", pa.string()),
+    pa.field("pipeline_fingerprint", pa.string()),
+    pa.field("run_id", pa.string()),
+    pa.field("embedding", pa.list_(pa.float32())),
+    pa.field("embedding_model", pa.string()),
+]
+CONTRACT_NAMES = [f.name for f in CONTRACT_FIELDS]
+
+CHUNK_SCHEMA = pa.schema(
+    CONTRACT_FIELDS
+    + [
+        pa.field("row_kind", pa.string()),
+        pa.field("doc_rows", pa.int32()),
+        pa.field("content_sha256", pa.string()),
+    ]
+    + ERROR_FIELDS
+)
+
+
+def doc_marker(work: dict, kind: str, **extra) -> dict:
+    """A chunk-schema row that stands for a whole document (`empty` or `error`)."""
+    return {
+        "collection": work["collection"],
+        "doc_id": work["doc_id"],
+        "source_path": work["source_path"],
+        "source_type": work["source_type"],
+        "pipeline_fingerprint": work["pipeline_fingerprint"],
+        "run_id": work["run_id"],
+        "content_sha256": work["content_sha256"],
+        "row_kind": kind,
+        "doc_rows": 1,
+        **extra,
+    }
+
+
+def error_fields(stage: str, exc: BaseException) -> dict:
+    """What the errors table records: the stage, the exception class and a message a user can act on."""
+    message = str(exc) or repr(exc)
+    # The last frame tells a maintainer where it broke without flooding the errors table.
+    tb = traceback.extract_tb(exc.__traceback__)
+    if tb:
+        frame = tb[-1]
+        message += f" (at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno})"
+    return {"error_stage": stage, "error_class": type(exc).__name__, "error_message": message[:2000]}
+
+
+def error_row(work: dict, stage: str, exc: BaseException) -> dict:
+    return doc_marker(work, "error", **error_fields(stage, exc))
+
+
+def is_error(row: dict) -> bool:
+    return bool(row.get("error_stage"))

@@ -1,0 +1,23 @@
+"""Query a collection: embed the query with the collection's own model, ask pgvector's HNSW index."""
+
+from __future__ import annotations
+
+from jobs.embed.models import resolve_model
+from jobs.store.pgvector import PgStore
+
+
+class Searcher:
+    def __init__(self, store: PgStore, collection: str, ef_search: int = 40):
+        from sentence_transformers import SentenceTransformer
+
+        coll = store.get_collection(collection)
+        if coll is None:
+            known = ", ".join(c.name for c in store.list_collections()) or "none yet"
+            raise KeyError(f"no collection named {collection!r} (known: {known})")
+        self.store, self.coll, self.ef_search = store, coll, ef_search
+        # The query must be embedded by the model that embedded the chunks, whatever the config says now.
+        self.model = SentenceTransformer(resolve_model(coll.embedding_model).location, device="cpu")
+
+    def search(self, query: str, k: int = 5) -> list[dict]:
+        vector = self.model.encode([query], normalize_embeddings=True, show_progress_bar=False)[0]
+        return self.store.search(self.coll, vector, k, self.ef_search)

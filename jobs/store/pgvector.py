@@ -1,0 +1,343 @@
+"""PostgreSQL + pgvector: schema, per-document atomic loads (the checkpoint), runs, errors, search.
+
+Guarantee: `commit_document` replaces one document's chunks and marks its documents row `done` in a
+single transaction. A crash at any moment leaves each document either fully old or fully new, and
+the documents table says which; a rerun therefore resumes exactly, and a retried write replaces
+rather than duplicates (chunk_id is the primary key and the old rows are deleted first).
+
+Identifiers that come from config (schema, collection → table names) go through sql.Identifier.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+from jobs.sources.plan import StoredDoc
+
+MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "ops" / "migrations"
+
+# Binary COPY column types, in CONTRACT order minus nothing: every contract column is stored.
+CHUNK_COLUMNS: list[tuple[str, str]] = [
+    ("chunk_id", "text"), ("collection", "text"), ("doc_id", "text"), ("source_path", "text"),
+    ("source_type", "text"), ("heading_path", "text[]"), ("breadcrumb", "text"), ("text", "text"),
+    ("embed_text", "text"), ("seq", "int4"), ("char_start", "int8"), ("char_end", "int8"),
+    ("sheet", "text"), ("row", "int8"), ("tags", "text[]"), ("token_count", "int4"),
+    ("word_count", "int4"), ("quality", "text"), ("omitted", "bool"), ("omit_reason", "text"),
+    ("text_sha256", "text"), ("pipeline_fingerprint", "text"), ("run_id", "text"),
+    ("embedding", "vector"), ("embedding_model", "text"),
+]
+_SQL_TYPES = {"int4": "integer", "int8": "bigint", "bool": "boolean"}
+VIEW_COLUMNS = ["collection", "chunk_id", "doc_id", "source_path", "source_type", "heading_path",
+                "breadcrumb", "text", "seq", "quality", "embedding_model"]
+
+
+def chunk_table_name(collection: str, model: str, dimension: int) -> str:
+    """`chunks_<collection>_<model slug>_<dim>`, kept under PostgreSQL's 63-byte identifier limit."""
+    slug = re.sub(r"[^a-z0-9]+", "_", model.lower().rsplit("/", 1)[-1]).strip("_")
+    name = f"chunks_{collection}_{slug}_{dimension}"
+    if len(name) > 63:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+        name = f"{name[:54]}_{digest}"
+    return name
+
+
+@dataclass(frozen=True)
+class Collection:
+    name: str
+    embedding_model: str
+    dimension: int
+    chunk_table: str
+
+
+class CollectionMismatch(ValueError):
+    pass
+
+
+class PgStore:
+    def __init__(self, url: str, schema: str = "corpusmill"):
+        try:
+            self.conn = psycopg.connect(url, autocommit=True)
+        except psycopg.OperationalError as exc:
+            raise ConnectionError(
+                f"cannot connect to PostgreSQL ({exc}); check --database-url / DATABASE_URL, "
+                "or unset them to use the embedded server (`corpusmill db start`)"
+            ) from exc
+        self.schema = schema
+        self._vector_ready = False
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "PgStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _t(self, name: str) -> sql.Composed:
+        return sql.Identifier(self.schema, name)
+
+    # ---- schema -------------------------------------------------------------------------------
+    def migrate(self) -> list[str]:
+        """Apply ops/migrations/NNN_*.sql not yet applied, each in its own transaction."""
+        if not MIGRATIONS_DIR.is_dir():
+            raise FileNotFoundError(f"SQL migrations not found at {MIGRATIONS_DIR}")
+        applied_now = []
+        with self.conn.transaction():
+            # Serialise concurrent first runs (two ingests on a fresh database).
+            self.conn.execute("SELECT pg_advisory_xact_lock(hashtext('corpusmill-migrate'))")
+            try:
+                self.conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            except psycopg.errors.InsufficientPrivilege as exc:
+                raise PermissionError(
+                    "the pgvector extension is not installed in this database and this user may not create "
+                    "it: ask an administrator to run `CREATE EXTENSION vector`"
+                ) from exc
+            self.conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
+            self.conn.execute(sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+            ).format(self._t("schema_migrations")))
+            done = {r[0] for r in self.conn.execute(sql.SQL("SELECT version FROM {}").format(self._t("schema_migrations")))}
+            for path in sorted(MIGRATIONS_DIR.glob("[0-9][0-9][0-9]_*.sql")):
+                version = path.stem
+                if version in done:
+                    continue
+                self.conn.execute(sql.SQL("SET LOCAL search_path TO {}, public").format(sql.Identifier(self.schema)))
+                self.conn.execute(path.read_text(encoding="utf-8"))
+                self.conn.execute(sql.SQL("INSERT INTO {} (version) VALUES (%s)").format(self._t("schema_migrations")),
+                                  (version,))
+                applied_now.append(version)
+            self._refresh_view()
+        self._register_vector()
+        return applied_now
+
+    def _register_vector(self) -> None:
+        if not self._vector_ready:
+            from pgvector.psycopg import register_vector
+
+            register_vector(self.conn)
+            self._vector_ready = True
+
+    def _refresh_view(self) -> None:
+        """`all_chunks`: one view over every collection's active chunk table."""
+        tables = [r[0] for r in self.conn.execute(
+            sql.SQL("SELECT chunk_table FROM {} ORDER BY name").format(self._t("collections")))]
+        cols = sql.SQL(", ").join(sql.Identifier(c) for c in VIEW_COLUMNS)
+        if tables:
+            body = sql.SQL(" UNION ALL ").join(
+                sql.SQL("SELECT {} FROM {}").format(cols, self._t(t)) for t in tables)
+        else:
+            body = sql.SQL(
+                "SELECT NULL::text AS collection, NULL::text AS chunk_id, NULL::text AS doc_id, "
+                "NULL::text AS source_path, NULL::text AS source_type, NULL::text[] AS heading_path, "
+                "NULL::text AS breadcrumb, NULL::text AS text, NULL::integer AS seq, NULL::text AS quality, "
+                "NULL::text AS embedding_model WHERE false")
+        self.conn.execute(sql.SQL("DROP VIEW IF EXISTS {}").format(self._t("all_chunks")))
+        self.conn.execute(sql.SQL("CREATE VIEW {} AS {}").format(self._t("all_chunks"), body))
+
+    # ---- collections --------------------------------------------------------------------------
+    def get_collection(self, name: str) -> Collection | None:
+        row = self.conn.execute(
+            sql.SQL("SELECT name, embedding_model, dimension, chunk_table FROM {} WHERE name = %s")
+            .format(self._t("collections")), (name,)).fetchone()
+        return Collection(*row) if row else None
+
+    def list_collections(self) -> list[Collection]:
+        rows = self.conn.execute(sql.SQL(
+            "SELECT name, embedding_model, dimension, chunk_table FROM {} ORDER BY name").format(self._t("collections")))
+        return [Collection(*r) for r in rows]
+
+    def ensure_collection(self, name: str, model: str, dimension: int) -> Collection:
+        existing = self.get_collection(name)
+        if existing:
+            if (existing.embedding_model, existing.dimension) != (model, dimension):
+                raise CollectionMismatch(
+                    f"collection {name!r} holds {existing.embedding_model} vectors (dimension {existing.dimension}), "
+                    f"but this config embeds with {model} (dimension {dimension}); use another --collection, "
+                    "or `corpusmill reembed` to build a new embedding space"
+                )
+            return existing
+        coll = Collection(name, model, dimension, chunk_table_name(name, model, dimension))
+        with self.conn.transaction():
+            self._create_chunk_table(coll.chunk_table, dimension)
+            self.conn.execute(sql.SQL(
+                "INSERT INTO {} (name, embedding_model, dimension, chunk_table) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (name) DO NOTHING").format(self._t("collections")),
+                (coll.name, coll.embedding_model, coll.dimension, coll.chunk_table))
+            self._refresh_view()
+        return self.get_collection(name)
+
+    def _create_chunk_table(self, table: str, dimension: int) -> None:
+        defs = []
+        for name, typ in CHUNK_COLUMNS:
+            pg_type = sql.SQL("vector({})").format(sql.Literal(dimension)) if typ == "vector" else sql.SQL(
+                _SQL_TYPES.get(typ, typ))
+            extra = sql.SQL(" PRIMARY KEY") if name == "chunk_id" else sql.SQL("")
+            defs.append(sql.SQL("{} {}{}").format(sql.Identifier(name), pg_type, extra))
+        self.conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(self._t(table), sql.SQL(", ").join(defs)))
+        self.conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (doc_id)").format(
+            sql.Identifier(f"{table}_doc_idx"), self._t(table)))
+
+    def ensure_hnsw_index(self, coll: Collection, m: int = 16, ef_construction: int = 64) -> bool:
+        """Build the cosine HNSW index once the first bulk load is in (building it after the load is far
+        cheaper than maintaining it row by row). Returns True when it was built now."""
+        index = f"{coll.chunk_table}_hnsw"[:63]
+        exists = self.conn.execute("SELECT to_regclass(%s)", (f"{self.schema}.{index}",)).fetchone()[0]
+        if exists:
+            return False
+        n = self.conn.execute(sql.SQL("SELECT count(*) FROM {}").format(self._t(coll.chunk_table))).fetchone()[0]
+        if n == 0:
+            return False
+        with self.conn.transaction():
+            self.conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
+            self.conn.execute(sql.SQL(
+                "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops) "
+                "WITH (m = {}, ef_construction = {})").format(
+                sql.Identifier(index), self._t(coll.chunk_table), sql.Literal(m), sql.Literal(ef_construction)))
+        self.conn.execute(sql.SQL("ANALYZE {}").format(self._t(coll.chunk_table)))
+        return True
+
+    # ---- documents: plan and checkpoint -------------------------------------------------------
+    def stored_documents(self, collection: str) -> dict[str, StoredDoc]:
+        rows = self.conn.execute(sql.SQL(
+            "SELECT source_path, content_sha256, pipeline_fingerprint, status FROM {} WHERE collection = %s"
+        ).format(self._t("documents")), (collection,))
+        return {r[0]: StoredDoc(*r) for r in rows}
+
+    def mark_pending(self, collection: str, run_id: str, docs: list[dict]) -> None:
+        """Planned documents become `pending` (old chunks stay until each is replaced)."""
+        with self.conn.transaction(), self.conn.cursor() as cur:
+            cur.executemany(sql.SQL(
+                "INSERT INTO {} (collection, source_path, doc_id, source_type, status, run_id) "
+                "VALUES (%s, %s, %s, %s, 'pending', %s) "
+                "ON CONFLICT (collection, source_path) DO UPDATE SET status = 'pending', run_id = EXCLUDED.run_id, "
+                "updated_at = now()").format(self._t("documents")),
+                [(collection, d["source_path"], d["doc_id"], d["source_type"], run_id) for d in docs])
+
+    def commit_document(self, coll: Collection, doc: dict, chunks: list[dict], run_id: str) -> int:
+        """Replace the document's chunks and mark it done, atomically. Returns vectors loaded."""
+        loaded = [c for c in chunks if not c.get("omitted")]
+        with self.conn.transaction():
+            self.conn.execute(sql.SQL("DELETE FROM {} WHERE doc_id = %s").format(self._t(coll.chunk_table)),
+                              (doc["doc_id"],))
+            if loaded:
+                self._copy_chunks(coll, loaded)
+            self._set_document(coll.name, doc, "done", len(loaded), run_id, None)
+        return len(loaded)
+
+    def _copy_chunks(self, coll: Collection, chunks: list[dict]) -> None:
+        cols = sql.SQL(", ").join(sql.Identifier(c) for c, _ in CHUNK_COLUMNS)
+        stmt = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT BINARY)").format(self._t(coll.chunk_table), cols)
+        with self.conn.cursor() as cur, cur.copy(stmt) as copy:
+            copy.set_types([t for _, t in CHUNK_COLUMNS])
+            for c in chunks:
+                values = []
+                for name, _ in CHUNK_COLUMNS:
+                    v = c.get(name)
+                    if name == "embedding":
+                        if v is None:
+                            raise ValueError(f"chunk {c.get('chunk_id')} reached the sink without an embedding")
+                        v = np.asarray(v, dtype=np.float32)
+                    values.append(v)
+                copy.write_row(values)
+
+    def record_failure(self, collection: str, doc: dict, run_id: str, stage: str, error_class: str,
+                       message: str, retryable: bool = True) -> None:
+        """The document stays as it was (old chunks kept), flagged failed, and the error is logged."""
+        with self.conn.transaction():
+            self.conn.execute(sql.SQL(
+                "INSERT INTO {} (run_id, collection, source_path, stage, error_class, message, retryable) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s)").format(self._t("errors")),
+                (run_id, collection, doc["source_path"], stage, error_class, message, retryable))
+            self.conn.execute(sql.SQL(
+                "UPDATE {} SET status = 'failed', last_error = %s, run_id = %s, updated_at = now() "
+                "WHERE collection = %s AND source_path = %s").format(self._t("documents")),
+                (f"[{stage}] {error_class}: {message}"[:2000], run_id, collection, doc["source_path"]))
+
+    def _set_document(self, collection: str, doc: dict, status: str, chunk_count: int, run_id: str,
+                      error: str | None) -> None:
+        self.conn.execute(sql.SQL(
+            "INSERT INTO {} (collection, source_path, doc_id, source_type, content_sha256, pipeline_fingerprint, "
+            "status, chunk_count, run_id, last_error, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now()) "
+            "ON CONFLICT (collection, source_path) DO UPDATE SET doc_id = EXCLUDED.doc_id, "
+            "source_type = EXCLUDED.source_type, content_sha256 = EXCLUDED.content_sha256, "
+            "pipeline_fingerprint = EXCLUDED.pipeline_fingerprint, status = EXCLUDED.status, "
+            "chunk_count = EXCLUDED.chunk_count, run_id = EXCLUDED.run_id, last_error = EXCLUDED.last_error, "
+            "updated_at = now()").format(self._t("documents")),
+            (collection, doc["source_path"], doc["doc_id"], doc["source_type"], doc["content_sha256"],
+             doc["pipeline_fingerprint"], status, chunk_count, run_id, error))
+
+    def delete_document(self, coll: Collection, source_path: str) -> int:
+        """Remove a document that left the input: its chunks and its checkpoint row, together."""
+        with self.conn.transaction():
+            row = self.conn.execute(sql.SQL(
+                "DELETE FROM {} WHERE collection = %s AND source_path = %s RETURNING doc_id").format(
+                self._t("documents")), (coll.name, source_path)).fetchone()
+            if not row:
+                return 0
+            cur = self.conn.execute(sql.SQL("DELETE FROM {} WHERE doc_id = %s").format(self._t(coll.chunk_table)),
+                                    (row[0],))
+            return cur.rowcount
+
+    # ---- runs ---------------------------------------------------------------------------------
+    def start_run(self, run_id: str, collection: str, config: dict, fingerprint: str, output_dir: str) -> None:
+        self.conn.execute(sql.SQL(
+            "INSERT INTO {} (run_id, collection, config, pipeline_fingerprint, output_dir) VALUES (%s, %s, %s, %s, %s) "
+            "ON CONFLICT (run_id) DO UPDATE SET status = 'running', finished_at = NULL").format(self._t("runs")),
+            (run_id, collection, json.dumps(config), fingerprint, output_dir))
+
+    def finish_run(self, run_id: str, status: str, counts: dict, stage_stats: dict) -> None:
+        self.conn.execute(sql.SQL(
+            "UPDATE {} SET finished_at = now(), status = %s, counts = %s, stage_stats = %s WHERE run_id = %s"
+        ).format(self._t("runs")), (status, json.dumps(counts), json.dumps(stage_stats), run_id))
+
+    # ---- reading ------------------------------------------------------------------------------
+    def status(self, collection: str) -> dict:
+        coll = self.get_collection(collection)
+        if coll is None:
+            raise KeyError(f"no collection named {collection!r}")
+        counts = dict(self.conn.execute(sql.SQL(
+            "SELECT status, count(*) FROM {} WHERE collection = %s GROUP BY status").format(self._t("documents")),
+            (collection,)).fetchall())
+        chunks = self.conn.execute(sql.SQL("SELECT count(*) FROM {}").format(self._t(coll.chunk_table))).fetchone()[0]
+        failed = self.conn.execute(sql.SQL(
+            "SELECT source_path, last_error FROM {} WHERE collection = %s AND status = 'failed' ORDER BY source_path"
+        ).format(self._t("documents")), (collection,)).fetchall()
+        pending = [r[0] for r in self.conn.execute(sql.SQL(
+            "SELECT source_path FROM {} WHERE collection = %s AND status = 'pending' ORDER BY source_path"
+        ).format(self._t("documents")), (collection,))]
+        runs = self.conn.execute(sql.SQL(
+            "SELECT run_id, status, started_at, finished_at, counts FROM {} WHERE collection = %s "
+            "ORDER BY started_at DESC LIMIT 5").format(self._t("runs")), (collection,)).fetchall()
+        return {
+            "collection": collection,
+            "embedding_model": coll.embedding_model,
+            "dimension": coll.dimension,
+            "documents": {k: int(counts.get(k, 0)) for k in ("done", "failed", "pending")},
+            "chunks": int(chunks),
+            "failed": [{"source_path": p, "error": e} for p, e in failed],
+            "pending": pending,
+            "last_runs": [
+                {"run_id": r[0], "status": r[1], "started_at": r[2].isoformat(),
+                 "finished_at": r[3].isoformat() if r[3] else None, "counts": r[4]}
+                for r in runs
+            ],
+        }
+
+    def search(self, coll: Collection, vector, k: int, ef_search: int = 40) -> list[dict]:
+        with self.conn.transaction():
+            self.conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(ef_search, k))))
+            rows = self.conn.execute(sql.SQL(
+                "SELECT chunk_id, source_path, heading_path, text, 1 - (embedding <=> %s) AS score "
+                "FROM {} ORDER BY embedding <=> %s LIMIT %s").format(self._t(coll.chunk_table)),
+                (np.asarray(vector, dtype=np.float32), np.asarray(vector, dtype=np.float32), k)).fetchall()
+        return [{"chunk_id": r[0], "source_path": r[1], "heading_path": list(r[2] or []), "text": r[3],
+                 "score": float(r[4])} for r in rows]

@@ -1,0 +1,130 @@
+"""The sink: gathers each document's rows, then writes Parquet and commits it to PostgreSQL.
+
+Guarantee (the pgvector store's, per document): a document is committed only once all of its rows
+have arrived (`doc_rows` tells how many; re-batching may split them across batches), in one
+transaction with its checkpoint row. Its rows are in a Parquet part before that commit, so
+Parquet holds every committed document. A document with any error row is recorded as failed and
+keeps its previous chunks.
+
+It runs in the driver and consumes the Ray dataset's stream, which gives back-pressure for free and
+one writer per collection, so commits never race each other.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from jobs.store.parquet import RunOutput
+from jobs.store.pgvector import Collection, PgStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SinkStats:
+    docs_done: int = 0
+    docs_empty: int = 0
+    docs_failed: int = 0
+    chunks: int = 0
+    vectors: int = 0
+    omitted: int = 0
+    quality: Counter = field(default_factory=Counter)
+    omit_reasons: Counter = field(default_factory=Counter)
+    by_source_type: Counter = field(default_factory=Counter)
+    tokens: list[int] = field(default_factory=list)  # of embedded chunks
+    words: list[int] = field(default_factory=list)
+    failures: list[dict] = field(default_factory=list)
+    seen: set = field(default_factory=set)
+
+
+class DocumentSink:
+    def __init__(self, store: PgStore, coll: Collection, output: RunOutput, run_id: str, total_docs: int,
+                 flush_rows: int = 2000, flush_seconds: float = 5.0):
+        self.store, self.coll, self.output, self.run_id = store, coll, output, run_id
+        self.total_docs = total_docs
+        self.flush_rows, self.flush_seconds = flush_rows, flush_seconds
+        self.stats = SinkStats()
+        self._partial: dict[str, list[dict]] = defaultdict(list)
+        self._ready: list[list[dict]] = []
+        self._ready_rows = 0
+        self._oldest_ready: float | None = None
+        self._started = time.monotonic()
+        self._last_report = 0.0
+
+    def write(self, rows: list[dict]) -> None:
+        for row in rows:
+            doc = row["doc_id"]
+            self._partial[doc].append(row)
+            if len(self._partial[doc]) >= row["doc_rows"]:
+                self._ready.append(self._partial.pop(doc))
+                self._ready_rows += row["doc_rows"]
+                self._oldest_ready = self._oldest_ready or time.monotonic()
+        if self._ready and (self._ready_rows >= self.flush_rows
+                            or time.monotonic() - self._oldest_ready >= self.flush_seconds):
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._ready:
+            return
+        ready, self._ready, self._ready_rows, self._oldest_ready = self._ready, [], 0, None
+        good = [rows for rows in ready if not any(r.get("error_stage") for r in rows)]
+        self.output.write_part([r for rows in good for r in rows if r["row_kind"] == "chunk"])
+        for rows in ready:
+            self._commit(rows)
+        self._report()
+
+    def _commit(self, rows: list[dict]) -> None:
+        head = rows[0]
+        self.stats.seen.add(head["doc_id"])
+        errors = [r for r in rows if r.get("error_stage")]
+        if errors:
+            e = errors[0]
+            self.store.record_failure(self.coll.name, head, self.run_id, e["error_stage"], e["error_class"],
+                                      e["error_message"])
+            self.stats.docs_failed += 1
+            self.stats.failures.append({"source_path": head["source_path"], "stage": e["error_stage"],
+                                        "error_class": e["error_class"], "message": e["error_message"]})
+            return
+        chunks = [r for r in rows if r["row_kind"] == "chunk"]
+        self.stats.vectors += self.store.commit_document(self.coll, head, chunks, self.run_id)
+        self.stats.docs_done += 1
+        self.stats.docs_empty += not chunks
+        for c in chunks:
+            self.stats.chunks += 1
+            self.stats.quality[c["quality"]] += 1
+            self.stats.by_source_type[c["source_type"]] += 1
+            if c["omitted"]:
+                self.stats.omitted += 1
+                self.stats.omit_reasons[c["omit_reason"].split(":")[0]] += 1
+            else:
+                self.stats.tokens.append(c["token_count"])
+                self.stats.words.append(c["word_count"])
+
+    def record_lost(self, planned: list[dict]) -> None:
+        """Documents the pipeline never returned (it should not happen; if it does, say so and retry them)."""
+        for doc in planned:
+            if doc["doc_id"] not in self.stats.seen and doc["doc_id"] not in self._partial:
+                self._fail(doc, "pipeline", "LostDocument", "the pipeline returned no rows for this file; it will be retried")
+        for doc_id, rows in list(self._partial.items()):
+            self._fail(rows[0], "sink", "IncompleteDocument",
+                       f"received {len(rows)} of {rows[0]['doc_rows']} rows; it will be retried")
+            self._partial.pop(doc_id)
+
+    def _fail(self, doc: dict, stage: str, cls: str, message: str) -> None:
+        self.store.record_failure(self.coll.name, doc, self.run_id, stage, cls, message)
+        self.stats.docs_failed += 1
+        self.stats.failures.append({"source_path": doc["source_path"], "stage": stage, "error_class": cls,
+                                    "message": message})
+
+    def _report(self) -> None:
+        now = time.monotonic()
+        done = self.stats.docs_done + self.stats.docs_failed
+        if now - self._last_report < 2.0 and done < self.total_docs:
+            return
+        self._last_report = now
+        rate = done / max(now - self._started, 1e-6)
+        log.info("committed %d/%d documents (%d failed), %d chunks, %d vectors, %.1f docs/s",
+                 done, self.total_docs, self.stats.docs_failed, self.stats.chunks, self.stats.vectors, rate)

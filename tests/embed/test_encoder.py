@@ -1,0 +1,51 @@
+import numpy as np
+import pytest
+
+from jobs.embed.encoder import Embedder, pick_device
+from jobs.embed.models import resolve_model
+
+MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def test_packaged_model_resolves_offline():
+    info = resolve_model(MODEL)
+    assert info.dimension == 384 and info.max_seq_length == 256
+    assert info.location.endswith("model")
+
+
+def test_unknown_model_falls_back_to_hub_id():
+    info = resolve_model("acme/not-a-real-model")
+    assert info.location == "acme/not-a-real-model" and info.dimension is None
+
+
+def test_cuda_requested_without_gpu_is_a_clear_error():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(RuntimeError, match="no GPU"):
+        pick_device("cuda", 1)
+    assert pick_device("auto", 1) == "cpu"
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return Embedder(MODEL, device="cpu", encode_batch_size=8)
+
+
+def test_embeds_only_chunks_that_are_not_omitted(embedder):
+    rows = [
+        {"doc_id": "a", "row_kind": "chunk", "omitted": False, "embed_text": "Guide › Install\n\nRun the installer."},
+        {"doc_id": "a", "row_kind": "chunk", "omitted": True, "embed_text": "x"},
+        {"doc_id": "b", "row_kind": "error", "error_stage": "parse_markdown"},
+    ]
+    out = embedder(rows)
+    v = np.asarray(out[0]["embedding"], dtype=np.float32)
+    assert v.shape == (384,) and abs(np.linalg.norm(v) - 1) < 1e-4
+    assert out[0]["embedding_model"] == MODEL
+    assert out[1].get("embedding") is None and out[2].get("embedding") is None
+
+
+def test_similar_texts_are_closer(embedder):
+    a, b, c = embedder.encode(["How to start the dev server", "Starting the development server", "Stanley Cup winners"])
+    assert a @ b > a @ c

@@ -1,0 +1,130 @@
+import pytest
+
+from jobs.parse.markdown import clean_heading, parse_documents, parse_markdown, read_source_text
+from tests.conftest import CORPUS
+
+DOC = """---
+title: "Working with fences"
+tags: [a, b]
+---
+
+Intro before any heading.
+
+# Working with fences {#top}
+
+Para one.
+
+```bash
+# this is a comment, not a heading
+echo hi
+```
+
+Second level
+------------
+
+- item one
+- item two
+  continued
+
+| a | b |
+|---|---|
+| 1 | 2 |
+
+## Sub <!-- hidden --> heading <a name="x"></a>
+
+[OneNote Heading]{.underline}
+
+Under onenote.
+
+~~~~python
+unclosed fence
+# still code
+"""
+
+
+def _blocks(text, parsed):
+    return [(s.heading_path, b.kind, text[b.start:b.end]) for s in parsed.sections for b in s.blocks]
+
+
+def test_front_matter_is_metadata_not_text():
+    p = parse_markdown(DOC, "fallback")
+    assert p.metadata == {"title": "Working with fences", "tags": ["a", "b"]}
+    assert p.title == "Working with fences"
+    assert all("tags:" not in t for _, _, t in _blocks(DOC, p))
+
+
+def test_hash_in_code_fence_is_not_a_heading_and_code_stays_whole():
+    p = parse_markdown(DOC, "f")
+    headings = [s.heading_path for s in p.sections]
+    assert ["Working with fences"] in headings
+    assert not any("this is a comment" in h for path in headings for h in path)
+    code = [t for _, k, t in _blocks(DOC, p) if k == "code"]
+    assert code[0] == "```bash\n# this is a comment, not a heading\necho hi\n```"
+
+
+def test_setext_onenote_and_heading_cleanup():
+    p = parse_markdown(DOC, "f")
+    paths = [s.heading_path for s in p.sections]
+    assert ["Working with fences", "Second level"] in paths
+    assert ["Working with fences", "Sub heading"] in paths
+    assert ["Working with fences", "Sub heading", "OneNote Heading"] in paths
+
+
+def test_unclosed_fence_runs_to_end_of_file():
+    p = parse_markdown(DOC, "f")
+    last = p.sections[-1]
+    assert last.blocks[-1].kind == "code"
+    assert DOC[last.blocks[-1].start:last.blocks[-1].end].endswith("# still code")
+
+
+def test_lists_and_tables_are_typed_blocks():
+    kinds = {k: t for _, k, t in _blocks(DOC, parse_markdown(DOC, "f"))}
+    assert kinds["list"] == "- item one\n- item two\n  continued"
+    assert kinds["table"].startswith("| a | b |") and kinds["table"].endswith("| 1 | 2 |")
+
+
+def test_toml_front_matter_and_fallback_title():
+    text = "+++\ntitle = 'Toml Title'\n+++\nBody text here."
+    assert parse_markdown(text, "x").title == "Toml Title"
+    assert parse_markdown("Just text.", "file-stem").title == "file-stem"
+    assert parse_markdown("# First H1\n\ntext", "stem").title == "First H1"
+
+
+def test_broken_front_matter_keeps_the_body():
+    text = "---\ntitle: [unclosed\n---\nThe body survives."
+    p = parse_markdown(text, "x")
+    assert "front_matter_error" in p.metadata
+    assert any("The body survives." in text[b.start:b.end] for s in p.sections for b in s.blocks)
+
+
+def test_offsets_cover_block_text_on_real_files():
+    for path in CORPUS.rglob("*.md"):
+        text = read_source_text(path)
+        p = parse_markdown(text, path.stem)
+        for s in p.sections:
+            for b in s.blocks:
+                assert 0 <= b.start < b.end <= len(text)
+                body = text[b.start:b.end]
+                assert body.strip() and body.rstrip() == body  # indentation kept, no trailing blank
+
+
+def test_clean_heading_strips_markup():
+    assert clean_heading("Use `hugo server` **now** [link](http://x) {#id}") == "Use hugo server now link"
+
+
+def test_stage_turns_unreadable_file_into_error_row(tmp_path):
+    bad = tmp_path / "bad.md"
+    bad.write_bytes(b"# Title\n\n\xff\xfe broken utf-8")
+    work = {"abs_path": str(bad), "source_path": "bad.md", "doc_id": "d"}
+    good = tmp_path / "good.md"
+    good.write_text("# Good\n\nfine text")
+    rows = parse_documents([work, {"abs_path": str(good), "source_path": "good.md", "doc_id": "g"}])
+    assert rows[0]["error_stage"] == "parse_markdown" and rows[0]["error_class"] == "UnicodeDecodeError"
+    assert rows[1].get("error_stage") is None and rows[1]["title"] == "Good"
+
+
+@pytest.mark.parametrize("newline", ["\r\n", "\r"])
+def test_line_endings_are_normalised(tmp_path, newline):
+    f = tmp_path / "x.md"
+    f.write_bytes(("# T" + newline + newline + "text").encode())
+    assert read_source_text(f) == "# T\n\ntext"

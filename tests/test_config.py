@@ -1,0 +1,47 @@
+import pytest
+from pydantic import ValidationError
+
+from jobs.config import JobConfig, apply_overrides, load_config
+from tests.conftest import REPO
+
+
+def test_shipped_configs_load():
+    for name in ("local.yaml", "gpu.yaml"):
+        cfg = load_config(REPO / "configs" / name)
+        assert cfg.collection
+
+
+def test_unknown_keys_are_rejected(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("chunking:\n  window_sentencez: 5\n")
+    with pytest.raises(ValidationError, match="window_sentencez"):
+        load_config(p)
+
+
+def test_overlap_must_be_below_window():
+    with pytest.raises(ValidationError, match="overlap_sentences"):
+        JobConfig.model_validate({"chunking": {"window_sentences": 4, "overlap_sentences": 4}})
+
+
+def test_collection_name_is_validated():
+    with pytest.raises(ValidationError, match="collection name"):
+        JobConfig(collection="Bad-Name")
+
+
+def test_fingerprint_tracks_chunking_not_resources():
+    base = JobConfig()
+    assert base.fingerprint() == JobConfig.model_validate(
+        {"embedding": {"resources": {"num_gpus": 1, "pool_size": 4}}}).fingerprint()
+    assert base.fingerprint() != JobConfig.model_validate({"chunking": {"window_sentences": 50}}).fingerprint()
+    assert base.fingerprint() != JobConfig.model_validate({"embedding": {"model": "other/model"}}).fingerprint()
+
+
+def test_database_url_is_secret_and_overrides_apply(monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", "postgresql://u:hunter2@db/x")
+    cfg = apply_overrides(JobConfig(), collection="docs")
+    assert cfg.collection == "docs"
+    assert cfg.database.url.get_secret_value() == "postgresql://u:hunter2@db/x"
+    assert "hunter2" not in repr(cfg)
+    assert "hunter2" not in str(cfg.public_dict())
+    flagged = apply_overrides(JobConfig(), database_url="postgresql://flag/x")
+    assert flagged.database.url.get_secret_value() == "postgresql://flag/x"

@@ -1,0 +1,202 @@
+"""End to end through the real CLI: local Ray, spaCy, sentence-transformers, embedded PostgreSQL + pgvector."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from jobs.rows import CONTRACT_NAMES
+from tests.conftest import write_config
+
+pytestmark = pytest.mark.slow
+CLI = [sys.executable, "-m", "jobs.cli"]
+
+
+def cli(*args: str, env: dict, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(CLI + list(args), env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture()
+def env(ray_address, pg_url, cm_home):
+    e = dict(os.environ)
+    e.update(RAY_ADDRESS=ray_address, CORPUSMILL_HOME=str(cm_home), TOKENIZERS_PARALLELISM="false")
+    return e
+
+
+def status(collection: str, env: dict) -> dict:
+    out = cli("status", "--collection", collection, "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def chunk_rows(pg_url: str, collection: str) -> list[tuple]:
+    with psycopg.connect(pg_url) as conn:
+        table = conn.execute("SELECT chunk_table FROM corpusmill.collections WHERE name = %s", (collection,)).fetchone()[0]
+        return conn.execute(
+            f"SELECT chunk_id, source_path, seq, text_sha256, text FROM corpusmill.{table} ORDER BY source_path, seq"
+        ).fetchall()
+
+
+def summary_line(stdout: str) -> str:
+    return next(line for line in stdout.splitlines() if line.startswith("files:"))
+
+
+def test_ingest_search_status_and_noop_rerun(tmp_path, corpus, env, pg_url):
+    cfg = write_config(tmp_path / "c.yaml", "e2e_basic", [corpus])
+    out = cli("ingest", "--config", str(cfg), "--output", str(tmp_path / "runs"), env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert summary_line(out.stdout) == "files: 7 added, 0 updated, 0 retried, 0 skipped, 0 deleted, 0 failed"
+
+    st = status("e2e_basic", env)
+    assert st["documents"] == {"done": 7, "failed": 0, "pending": 0}
+    rows = chunk_rows(pg_url, "e2e_basic")
+    assert st["chunks"] == len(rows) > 20
+    assert {r[1] for r in rows} == {p.relative_to(corpus).as_posix() for p in corpus.rglob("*.*")
+                                    if p.suffix in (".md", ".xlsx")}
+    assert len({r[0] for r in rows}) == len(rows)
+
+    # Parquet holds the contract columns; QA artefacts exist; vectors are fixed-size float32.
+    run_dir = next((tmp_path / "runs").iterdir())
+    table = pq.read_table(run_dir / "chunks")
+    assert table.column_names == CONTRACT_NAMES
+    emb_type = table.schema.field("embedding").type
+    assert emb_type.list_size == 384 and emb_type.value_type == pa.float32()
+    assert table.num_rows >= len(rows)
+    metrics = json.loads((run_dir / "qa" / "metrics.json").read_text())
+    assert metrics["chunks"]["embedded"] == len(rows)
+
+    queries = tmp_path / "q.txt"
+    queries.write_text("How do I define redirects for the development server?\nWhich team won 13 Stanley Cups?\n")
+    out = cli("search", "--collection", "e2e_basic", "--queries", str(queries), "--json", "-k", "3",
+              "--config", str(cfg), env=env)
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [x["query"] for x in lines] == queries.read_text().splitlines()
+    for x in lines:
+        assert len(x["hits"]) == 3
+        assert set(x["hits"][0]) == {"chunk_id", "source_path", "heading_path", "text", "score"}
+    assert lines[0]["hits"][0]["source_path"] == "hugo/server.md"
+    assert lines[1]["hits"][0]["source_path"] == "workbooks/stanley-cups.xlsx"
+
+    again = cli("ingest", "--config", str(cfg), "--output", str(tmp_path / "runs"), env=env)
+    assert again.returncode == 0, again.stderr
+    assert summary_line(again.stdout) == "files: 0 added, 0 updated, 0 retried, 7 skipped, 0 deleted, 0 failed"
+    assert chunk_rows(pg_url, "e2e_basic") == rows
+
+
+def test_incremental_changes_and_config_fingerprint(tmp_path, corpus, env, pg_url):
+    cfg = write_config(tmp_path / "c.yaml", "e2e_incr", [corpus])
+    assert cli("ingest", "--config", str(cfg), env=env).returncode == 0
+    before = chunk_rows(pg_url, "e2e_incr")
+
+    changed = corpus / "hugo" / "server.md"
+    changed.write_text(changed.read_text() + "\n## Zebra crossings\n\nThe zebra paragraph is new text added here.\n")
+    (corpus / "hugo" / "archetypes.md").unlink()
+    (corpus / "new-note.md").write_text("# New note\n\nA fresh note about configuring the build cache directory.\n")
+
+    plan = cli("plan", "--config", str(cfg), "--json", env=env)
+    assert plan.returncode == 0, plan.stderr
+    p = json.loads(plan.stdout)
+    assert (p["add"], p["update"], p["delete"], p["skip"]) == (1, 1, 1, 5)
+    assert p["files"]["delete"] == ["hugo/archetypes.md"]
+
+    out = cli("ingest", "--config", str(cfg), env=env)
+    assert out.returncode == 0, out.stderr
+    assert summary_line(out.stdout) == "files: 1 added, 1 updated, 0 retried, 5 skipped, 1 deleted, 0 failed"
+    after = chunk_rows(pg_url, "e2e_incr")
+    paths = {r[1] for r in after}
+    assert "hugo/archetypes.md" not in paths and "new-note.md" in paths
+    assert any("zebra paragraph" in r[4] for r in after)
+    untouched = {r for r in before if r[1] == "powershell/editorial-checklist.md"}
+    assert untouched <= set(after)
+
+    # A chunking change alters the fingerprint: every file is re-chunked, none is duplicated.
+    cfg2 = write_config(tmp_path / "c2.yaml", "e2e_incr", [corpus], chunking__window_sentences=3,
+                        chunking__overlap_sentences=1)
+    out = cli("ingest", "--config", str(cfg2), env=env)
+    assert out.returncode == 0, out.stderr
+    assert summary_line(out.stdout).startswith("files: 0 added, 7 updated")
+    rechunked = chunk_rows(pg_url, "e2e_incr")
+    assert len(rechunked) > len(after) and len({r[0] for r in rechunked}) == len(rechunked)
+
+
+def test_broken_files_are_recorded_and_retried_while_others_land(tmp_path, corpus, env, pg_url):
+    (corpus / "broken.xlsx").write_bytes(b"PK\x03\x04 this workbook was truncated")
+    (corpus / "latin1.md").write_bytes("# Caf\xe9\n\nNot UTF-8 at all.".encode("latin-1"))
+    cfg = write_config(tmp_path / "c.yaml", "e2e_fail", [corpus])
+    out = cli("ingest", "--config", str(cfg), env=env)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "2 failed" in summary_line(out.stdout)
+    assert "broken.xlsx  [parse_excel]" in out.stdout and "latin1.md  [parse_markdown] UnicodeDecodeError" in out.stdout
+
+    st = status("e2e_fail", env)
+    assert st["documents"] == {"done": 7, "failed": 2, "pending": 0}
+    with psycopg.connect(pg_url) as conn:
+        errs = conn.execute("SELECT source_path, stage, error_class FROM corpusmill.errors "
+                            "WHERE collection = 'e2e_fail' ORDER BY source_path").fetchall()
+    assert errs == [("broken.xlsx", "parse_excel", "ValueError"), ("latin1.md", "parse_markdown", "UnicodeDecodeError")]
+
+    (corpus / "latin1.md").write_text("# Café\n\nNow it is proper UTF-8 text about coffee.", encoding="utf-8")
+    out = cli("ingest", "--config", str(cfg), env=env)
+    assert out.returncode == 1  # broken.xlsx still fails, and is retried rather than skipped
+    assert summary_line(out.stdout) == "files: 0 added, 0 updated, 2 retried, 7 skipped, 0 deleted, 1 failed"
+    assert status("e2e_fail", env)["documents"] == {"done": 8, "failed": 1, "pending": 0}
+
+
+def _big_corpus(src: Path, dst: Path, copies: int) -> Path:
+    for i in range(copies):
+        for f in src.rglob("*.md"):
+            target = dst / f"copy{i:02d}" / f.relative_to(src)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(f, target)
+    return dst
+
+
+def test_kill_9_and_resume_equals_a_clean_run(tmp_path, corpus, env, pg_url):
+    big = _big_corpus(corpus, tmp_path / "big", copies=10)  # 60 documents
+    n_docs = len(list(big.rglob("*.md")))
+    overrides = dict(sink__flush_rows=1, sink__flush_seconds=0.05)
+    cfg = write_config(tmp_path / "k.yaml", "e2e_kill", [big], **overrides)
+
+    proc = subprocess.Popen(CLI + ["ingest", "--config", str(cfg)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    done, deadline = 0, time.monotonic() + 400
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        while time.monotonic() < deadline and proc.poll() is None:
+            row = conn.execute("SELECT count(*) FROM corpusmill.documents WHERE collection = 'e2e_kill' "
+                               "AND status = 'done'").fetchone()
+            done = row[0]
+            if done >= 5:
+                break
+            time.sleep(0.1)
+    assert proc.poll() is None, "the ingest finished before it could be killed: make the corpus bigger"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    st = status("e2e_kill", env)
+    assert 5 <= st["documents"]["done"] < n_docs and st["documents"]["pending"] > 0
+
+    out = cli("ingest", "--config", str(cfg), env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert status("e2e_kill", env)["documents"] == {"done": n_docs, "failed": 0, "pending": 0}
+
+    clean_cfg = write_config(tmp_path / "clean.yaml", "e2e_clean", [big], **overrides)
+    assert cli("ingest", "--config", str(clean_cfg), env=env).returncode == 0
+    resumed, clean = chunk_rows(pg_url, "e2e_kill"), chunk_rows(pg_url, "e2e_clean")
+    assert len(resumed) == len(clean)
+    assert len({r[0] for r in resumed}) == len(resumed)
+    assert [r[1:4] for r in resumed] == [r[1:4] for r in clean]
+    with psycopg.connect(pg_url) as conn:
+        counted = conn.execute("SELECT sum(chunk_count) FROM corpusmill.documents WHERE collection = 'e2e_kill'"
+                               ).fetchone()[0]
+    assert counted == len(resumed)
