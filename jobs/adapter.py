@@ -45,12 +45,9 @@ class _ActorHost:
         return _to_table(self._stage(batch.to_pylist()), self._schema)
 
 
-def _run_task(batch: pa.Table, *, fn: Callable, schema: pa.Schema, kwargs: dict) -> pa.Table:
-    return _to_table(fn(batch.to_pylist(), **kwargs), schema)
-
-
 def apply(ds, stage: Stage):
-    """Append `stage` to the Ray dataset `ds` with its declared resources."""
+    """Append `stage` to the Ray dataset `ds` with its declared resources. The Ray operator is named
+    after the stage, so progress bars and stats say `sentences`, not a wrapper's name."""
     import ray.data
 
     res = stage.resources
@@ -62,8 +59,9 @@ def apply(ds, stage: Stage):
         zero_copy_batch=True,
     )
     if stage.is_actor:
+        host = type(stage.name, (_ActorHost,), {"__module__": __name__})
         return ds.map_batches(
-            _ActorHost,
+            host,
             fn_constructor_kwargs={
                 "factory": functools.partial(stage.fn, **stage.kwargs),
                 "schema": stage.output_schema,
@@ -71,10 +69,12 @@ def apply(ds, stage: Stage):
             compute=ray.data.ActorPoolStrategy(size=res.pool_size or 1),
             **common,
         )
+
+    fn, schema, kwargs = stage.fn, stage.output_schema, stage.kwargs
+
+    def task(batch: pa.Table) -> pa.Table:
+        return _to_table(fn(batch.to_pylist(), **kwargs), schema)
+
+    task.__name__ = task.__qualname__ = stage.name
     compute = ray.data.TaskPoolStrategy(size=res.pool_size) if res.pool_size else None
-    return ds.map_batches(
-        _run_task,
-        fn_kwargs={"fn": stage.fn, "schema": stage.output_schema, "kwargs": stage.kwargs},
-        compute=compute,
-        **common,
-    )
+    return ds.map_batches(task, compute=compute, **common)

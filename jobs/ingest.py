@@ -145,6 +145,25 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict]):
     }))
 
 
+def operator_stats(ds) -> dict:
+    """Rows and summed task wall time per Ray Data operator (fused operators share one entry).
+    Ray's stats summary is not a stable API, so this is best effort and never fails a run."""
+    try:
+        out, todo = {}, [ds._get_stats_summary()]
+        while todo:
+            summary = todo.pop()
+            todo.extend(summary.parents)
+            for op in summary.operators_stats:
+                rows = int(op.output_num_rows.sum) if op.output_num_rows else 0
+                wall = float(op.wall_time.sum) if op.wall_time else 0.0
+                out[op.operator_name] = {"rows": rows, "task_seconds": round(wall, 3),
+                                         "rows_per_task_second": round(rows / wall, 1) if wall else None}
+        return out
+    except Exception:
+        log.debug("no operator stats", exc_info=True)
+        return {}
+
+
 def plan_only(cfg: JobConfig) -> Plan:
     with PgStore(database_url(cfg), cfg.database.schema_name) as store:
         store.migrate()
@@ -163,7 +182,10 @@ def run_ingest(cfg: JobConfig, run_id: str | None = None) -> IngestResult:
     with PgStore(database_url(cfg), cfg.database.schema_name) as store:
         store.migrate()
         coll = store.ensure_collection(cfg.collection, cfg.embedding.model, dim)
+        t0 = time.monotonic()
         plan, _ = make_plan_for(cfg, store)
+        stage_stats: dict = {"discover_plan": {"files": sum(plan.counts().values()) - len(plan.delete),
+                                               "seconds": round(time.monotonic() - t0, 3)}}
         output = RunOutput(run_dir, dim)
         output.write_json("run.json", {"run_id": run_id, "collection": cfg.collection, "fingerprint": fingerprint,
                                        "plan": plan.counts(), "config": cfg.public_dict()})
@@ -198,6 +220,8 @@ def run_ingest(cfg: JobConfig, run_id: str | None = None) -> IngestResult:
                 store.finish_run(run_id, "aborted", {"plan": plan.counts()}, {})
                 raise
             sink.record_lost(items)
+            stage_stats["pipeline"] = operator_stats(ds)
+            stage_stats["sink"] = {"documents": len(items), "seconds": round(sink.seconds, 3)}
             try:
                 (run_dir / "ray_stats.txt").write_text(ds.stats() + "\n", encoding="utf-8")
             except Exception:  # stats are a nicety; never fail a finished run over them
@@ -207,6 +231,7 @@ def run_ingest(cfg: JobConfig, run_id: str | None = None) -> IngestResult:
         result.seconds = time.monotonic() - started
         result.failures = sink.stats.failures
         result.metrics = run_metrics(sink.stats, plan.counts(), result.seconds)
+        result.metrics["stages"] = stage_stats | {"seconds_total": round(result.seconds, 2)}
         output.write_json("qa/metrics.json", result.metrics)
         write_summary(output.qa_dir / "summary.md", result.metrics)
         if sink.stats.failures:
@@ -214,5 +239,5 @@ def run_ingest(cfg: JobConfig, run_id: str | None = None) -> IngestResult:
             status = "failed_files"
         store.finish_run(run_id, status, result.metrics["files"] | {"chunks": sink.stats.chunks,
                                                                      "vectors": sink.stats.vectors},
-                         {"seconds_total": round(result.seconds, 2)})
+                         result.metrics["stages"])
     return result

@@ -53,6 +53,7 @@ class DocumentSink:
         self._oldest_ready: float | None = None
         self._started = time.monotonic()
         self._last_report = 0.0
+        self.seconds = 0.0  # spent writing Parquet and committing, for the runs table
 
     def write(self, rows: list[dict]) -> None:
         for row in rows:
@@ -69,11 +70,13 @@ class DocumentSink:
     def flush(self) -> None:
         if not self._ready:
             return
+        t0 = time.monotonic()
         ready, self._ready, self._ready_rows, self._oldest_ready = self._ready, [], 0, None
         good = [rows for rows in ready if not any(r.get("error_stage") for r in rows)]
         self.output.write_part([r for rows in good for r in rows if r["row_kind"] == "chunk"])
         for rows in ready:
             self._commit(rows)
+        self.seconds += time.monotonic() - t0
         self._report()
 
     def _commit(self, rows: list[dict]) -> None:
