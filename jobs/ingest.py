@@ -50,6 +50,7 @@ class IngestResult:
     failures: list[dict] = field(default_factory=list)
     seconds: float = 0.0
     index_built: bool = False
+    totals: dict = field(default_factory=dict)  # the collection after the run (store.status)
 
     @property
     def ok(self) -> bool:
@@ -240,4 +241,5 @@ def run_ingest(cfg: JobConfig, run_id: str | None = None) -> IngestResult:
         store.finish_run(run_id, status, result.metrics["files"] | {"chunks": sink.stats.chunks,
                                                                      "vectors": sink.stats.vectors},
                          result.metrics["stages"])
+        result.totals = store.status(cfg.collection)
     return result

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jobs.embed.models import resolve_model
-from jobs.store.pgvector import PgStore
+from jobs.store.pgvector import PgStore, UnknownCollection
 
 
 class Searcher:
@@ -13,7 +13,7 @@ class Searcher:
         coll = store.get_collection(collection)
         if coll is None:
             known = ", ".join(c.name for c in store.list_collections()) or "none yet"
-            raise KeyError(f"no collection named {collection!r} (known: {known})")
+            raise UnknownCollection(f"no collection named {collection!r} (known: {known})")
         self.store, self.coll, self.ef_search = store, coll, ef_search
         # The query must be embedded by the model that embedded the chunks, whatever the config says now.
         self.model = SentenceTransformer(resolve_model(coll.embedding_model).location, device="cpu")

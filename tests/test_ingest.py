@@ -138,14 +138,14 @@ def test_broken_files_are_recorded_and_retried_while_others_land(tmp_path, corpu
     out = cli("ingest", "--config", str(cfg), env=env)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "2 failed" in summary_line(out.stdout)
-    assert "broken.xlsx  [parse_excel]" in out.stdout and "latin1.md  [parse_markdown] UnicodeDecodeError" in out.stdout
+    assert "broken.xlsx  [parse_excel]" in out.stdout and "latin1.md  [parse_markdown] NotUtf8Error" in out.stdout
 
     st = status("e2e_fail", env)
     assert st["documents"] == {"done": 7, "failed": 2, "pending": 0}
     with psycopg.connect(pg_url) as conn:
         errs = conn.execute("SELECT source_path, stage, error_class FROM corpusmill.errors "
                             "WHERE collection = 'e2e_fail' ORDER BY source_path").fetchall()
-    assert errs == [("broken.xlsx", "parse_excel", "ValueError"), ("latin1.md", "parse_markdown", "UnicodeDecodeError")]
+    assert errs == [("broken.xlsx", "parse_excel", "ValueError"), ("latin1.md", "parse_markdown", "NotUtf8Error")]
 
     (corpus / "latin1.md").write_text("# Café\n\nNow it is proper UTF-8 text about coffee.", encoding="utf-8")
     out = cli("ingest", "--config", str(cfg), env=env)
@@ -181,6 +181,8 @@ def test_kill_9_and_resume_equals_a_clean_run(tmp_path, corpus, env, pg_url):
                 break
             time.sleep(0.1)
     assert proc.poll() is None, "the ingest finished before it could be killed: make the corpus bigger"
+    live = status("e2e_kill", env)  # another process reads progress while the ingest runs
+    assert live["documents"]["done"] >= 5 and live["documents"]["pending"] > 0
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     st = status("e2e_kill", env)

@@ -10,6 +10,7 @@ sheets are skipped. The header row is found, not assumed: the first row, among t
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import zipfile
 from pathlib import Path
 
@@ -84,20 +85,22 @@ def read_workbook(path: str, cfg: ExcelConfig):
     try:
         for ws in wb.worksheets:
             if getattr(ws, "sheet_state", "visible") != "visible" or not hasattr(ws, "iter_rows"):
-                continue
-            grid = []
-            for row in ws.iter_rows():
-                grid.append([(getattr(c, "value", None), getattr(c, "number_format", None)) for c in row])
-            values = [[v for v, _ in r] for r in grid]
-            h = detect_header(values, cfg.header_scan_rows)
-            if h is None:
-                headers, first = [], 0
-            else:
-                headers, first = [format_value(v) for v in values[h]], h + 1
-            for offset, cells in enumerate(grid[first:], start=first):
-                yield ws.title, headers, offset + 1, cells
+                continue  # hidden sheets and chart sheets hold no rows to retrieve
+            rows = ws.iter_rows()
+            # Stream: only the rows scanned for the header are held in memory.
+            head = [_cells(r) for r in itertools.islice(rows, cfg.header_scan_rows)]
+            h = detect_header([[v for v, _ in r] for r in head], cfg.header_scan_rows)
+            headers = [format_value(v) for v, _ in head[h]] if h is not None else []
+            first = h + 1 if h is not None else 0
+            for index, cells in enumerate(itertools.chain(head[first:], (_cells(r) for r in rows)), start=first):
+                yield ws.title, headers, index + 1, cells
     finally:
         wb.close()
+
+
+def _cells(row) -> list[tuple]:
+    # Read-only mode yields EmptyCell objects for gaps; they have a value but no number_format.
+    return [(getattr(c, "value", None), getattr(c, "number_format", None)) for c in row]
 
 
 def render_row(headers: list[str], cells: list[tuple]) -> tuple[str, int]:

@@ -13,10 +13,10 @@ Rules that matter for retrieval:
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import tomllib
 import yaml
 
 _FENCE_OPEN = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
@@ -40,6 +40,10 @@ _HTML_TAG = re.compile(r"</?[A-Za-z][^>]*>")
 _ATTR_BLOCK = re.compile(r"\s*\{[#.][^}]*\}\s*$")  # `{#custom-id}` / `{.class}` after a heading
 _LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 _EMPHASIS = re.compile(r"(\*\*|__|\*|_|`)(.+?)\1")
+
+
+class NotUtf8Error(ValueError):
+    pass
 
 
 @dataclass
@@ -69,7 +73,12 @@ class ParsedMarkdown:
 def read_source_text(path: str | Path) -> str:
     """The document's text as every offset refers to it. Invalid UTF-8 raises (the file is reported)."""
     raw = Path(path).read_bytes()
-    text = raw.decode("utf-8")  # UnicodeDecodeError names the byte offset: a clear error for the report
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NotUtf8Error(
+            f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}); re-save the file as UTF-8"
+        ) from None
     if text.startswith("\ufeff"):
         text = text[1:]
     return text.replace("\r\n", "\n").replace("\r", "\n")

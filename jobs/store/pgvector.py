@@ -61,6 +61,11 @@ class CollectionMismatch(ValueError):
     pass
 
 
+class UnknownCollection(LookupError):
+    def __str__(self) -> str:  # LookupError would quote the message like a dict key
+        return str(self.args[0])
+
+
 class PgStore:
     def __init__(self, url: str, schema: str = "corpusmill"):
         try:
@@ -303,7 +308,7 @@ class PgStore:
     def status(self, collection: str) -> dict:
         coll = self.get_collection(collection)
         if coll is None:
-            raise KeyError(f"no collection named {collection!r}")
+            raise UnknownCollection(f"no collection named {collection!r}")
         counts = dict(self.conn.execute(sql.SQL(
             "SELECT status, count(*) FROM {} WHERE collection = %s GROUP BY status").format(self._t("documents")),
             (collection,)).fetchall())

@@ -119,7 +119,7 @@ def test_stage_turns_unreadable_file_into_error_row(tmp_path):
     good = tmp_path / "good.md"
     good.write_text("# Good\n\nfine text")
     rows = parse_documents([work, {"abs_path": str(good), "source_path": "good.md", "doc_id": "g"}])
-    assert rows[0]["error_stage"] == "parse_markdown" and rows[0]["error_class"] == "UnicodeDecodeError"
+    assert rows[0]["error_stage"] == "parse_markdown" and rows[0]["error_class"] == "NotUtf8Error"
     assert rows[1].get("error_stage") is None and rows[1]["title"] == "Good"
 
 
