@@ -56,10 +56,22 @@ class SentencesConfig(_Strict):
 
 
 class ChunkingConfig(_Strict):
+    strategy: Literal["structure", "naive"] = Field(
+        "structure", description="`naive`: fixed token windows, no structure (the baseline to measure against)")
     window_sentences: int = Field(100, ge=1)
     overlap_sentences: int = Field(30, ge=0)
     max_tokens: int = Field(512, ge=16, description="clamped to the embedding model's own limit")
+    soft_min_ratio: float = Field(0.8, gt=0, le=1, description="once this full, a window ends at a block boundary")
+    small_section_tokens: int = Field(64, ge=0, description="sections under this merge with following siblings")
+    merge_target_tokens: int = Field(300, ge=16, description="...until the group reaches this (or the model limit)")
+    bullet_merge_words: int = Field(20, ge=0, description="windows of bullets under this merge forward")
+    bullet_merge_max_words: int = Field(150, ge=1)
+    dedupe_min_words: int = Field(8, ge=1, description="repeated paragraphs this long are kept once per document")
+    navigation_see_also: bool = Field(True, description="link-only sections become a `See also:` line")
+    structural_tags: bool = Field(True, description="[H2] [P] [LIST]… line between breadcrumb and body")
     breadcrumb_separator: str = " › "
+    naive_tokens: int = Field(200, ge=16, description="strategy naive: window size in tokens")
+    naive_overlap_tokens: int = Field(40, ge=0)
 
     @model_validator(mode="after")
     def _overlap_below_window(self) -> "ChunkingConfig":
@@ -71,10 +83,21 @@ class ChunkingConfig(_Strict):
         return self
 
 
+DEFAULT_DEAD_STARTERS = [
+    "click here", "see above", "see below", "as mentioned", "as stated", "as shown", "as described",
+    "refer to", "for more", "for details", "for further", "read more", "learn more", "continue reading",
+    "back to top", "return to", "go to", "next:", "previous:", "see the following", "mentioned above",
+]
+
+
 class QualityConfig(_Strict):
-    fragment_words: int = Field(5, ge=0, description="Markdown chunks under this are omitted")
+    fragment_words: int = Field(15, ge=0, description="Markdown chunks under this are labelled `fragment` (kept)")
     excel_fragment_words: int = Field(3, ge=0, description="Excel rows under this are omitted")
-    short_words: int = Field(20, ge=0, description="labelled `short`, still embedded")
+    short_words: int = Field(30, ge=0, description="labelled `short`, still embedded")
+    too_long_words: int = Field(500, ge=1, description="labelled `too_long` (as is anything over the token limit)")
+    context_dead_starters: list[str] = Field(default_factory=lambda: list(DEFAULT_DEAD_STARTERS))
+    context_dead_max_words: int = Field(
+        40, ge=0, description="a chunk that opens with a starter is dead only if this short: longer ones carry content")
     min_fields: int = Field(2, ge=1, description="Excel rows with fewer non-empty cells are omitted")
 
 

@@ -86,6 +86,7 @@ CHUNK_SCHEMA = pa.schema(
         pa.field("row_kind", pa.string()),
         pa.field("doc_rows", pa.int32()),
         pa.field("content_sha256", pa.string()),
+        pa.field("doc_stats", pa.string()),  # JSON counts (normalization, merges) on a document's first row
     ]
     + ERROR_FIELDS
 )

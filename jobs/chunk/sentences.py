@@ -63,7 +63,7 @@ def load_sentence_pipeline(name: str, *, require_gpu: bool = False, download_mis
     return nlp
 
 
-def _spans(doc, base: int) -> list[list]:
+def _spans(doc, base: int, block: int) -> list[list]:
     """Sentence spans of a spaCy doc, shifted by `base`, trimmed of surrounding whitespace."""
     out = []
     for sent in doc.sents:
@@ -72,11 +72,11 @@ def _spans(doc, base: int) -> list[list]:
         trail = len(text) - len(text.rstrip())
         start, end = base + sent.start_char + lead, base + sent.end_char - trail
         if end > start:
-            out.append([start, end, "sent"])
+            out.append([start, end, "sent", block])
     return out
 
 
-def _list_items(text: str, start: int, end: int) -> list[list]:
+def _list_items(text: str, start: int, end: int, block: int) -> list[list]:
     """One unit per top-level list item (nested lines stay with their item)."""
     body = text[start:end]
     starts = [m.start() for m in _LIST_ITEM_START.finditer(body)
@@ -88,7 +88,7 @@ def _list_items(text: str, start: int, end: int) -> list[list]:
     for a, b in zip(bounds, bounds[1:]):
         seg = body[a:b].rstrip()
         if seg.strip():
-            items.append([start + a, start + a + len(seg), "list"])
+            items.append([start + a, start + a + len(seg), "list", block])
     return items
 
 
@@ -114,23 +114,27 @@ class SentenceSplitter:
         return out
 
     def _units(self, text: str, sections: list[dict]) -> list[list[list]]:
+        """Per section, units [start, end, kind, block]; `block` numbers the source block a unit
+        came from, so the chunker can prefer to cut between paragraphs rather than inside one."""
         # Each section is a list of pieces (lists of units); a prose piece is filled after nlp.pipe.
         pieces: list[list[list[list]]] = [[] for _ in sections]
-        prose: list[tuple[int, int, list]] = []  # (start, end, the piece its sentences go into)
+        prose: list[tuple[int, int, int, list]] = []  # (start, end, block, the piece its sentences go into)
+        block = 0
         for si, section in enumerate(sections):
-            for block in section["blocks"]:
-                kind, start, end = block["kind"], block["start"], block["end"]
+            for b in section["blocks"]:
+                kind, start, end = b["kind"], b["start"], b["end"]
                 if kind in ("p", "quote"):
                     piece: list[list] = []
-                    prose.append((start, end, piece))
+                    prose.append((start, end, block, piece))
                     pieces[si].append(piece)
                 elif kind == "list":
-                    pieces[si].append(_list_items(text, start, end))
+                    pieces[si].append(_list_items(text, start, end, block))
                 else:  # code, table, html: never split
-                    pieces[si].append([[start, end, kind]])
+                    pieces[si].append([[start, end, kind, block]])
+                block += 1
         # Batches sorted by length keep padded (transformer) batches tight.
         prose.sort(key=lambda p: p[1] - p[0])
-        docs = self.nlp.pipe((text[a:b] for a, b, _ in prose), batch_size=self.nlp_batch_size)
-        for (start, _, piece), doc in zip(prose, docs):
-            piece.extend(_spans(doc, start))
+        docs = self.nlp.pipe((text[a:b] for a, b, _, _ in prose), batch_size=self.nlp_batch_size)
+        for (start, _, blk, piece), doc in zip(prose, docs):
+            piece.extend(_spans(doc, start, blk))
         return [[unit for piece in section for unit in piece] for section in pieces]

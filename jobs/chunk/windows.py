@@ -1,22 +1,35 @@
-"""Sentence windows inside each section (never across sections), bounded by the model's token limit.
+"""The Markdown chunker: structure, then scope, then length.
 
-Scope before length: a window holds up to `window_sentences` units of one section; the next window
-starts `overlap` units before the previous one ended. The token bound counts the breadcrumb prefix
-too, since that is what the model sees. A single unit over the limit (a long code block or table)
-becomes its own chunk, labelled `too_long`, rather than being cut mid-structure.
+1. Units (sentences, list items, whole code blocks and tables) are normalized; repeated paragraphs
+   in a document are dropped; a section of nothing but links becomes a `See also:` line on the
+   content before it.
+2. Thin sections merge forward within their parent (jobs/chunk/merge.py).
+3. Each group is cut into sentence windows (never across groups) bounded by the embedding model's
+   token limit counted with the breadcrumb prefix, preferring to cut between blocks once a window
+   is `soft_min_ratio` full; windows overlap by `overlap_sentences / window_sentences` of their units.
+   A single unit over the limit (a long code block or table) stays whole and is labelled `too_long`.
+4. Short windows of bullets merge forward.
+
+`chunking.strategy: naive` instead cuts the document body into fixed token windows with overlap,
+ignoring structure: the baseline every change is measured against.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 from jobs.chunk.ids import chunk_id, sha256_text
+from jobs.chunk.merge import Group, Unit, merge_bullet_windows, merge_small_sections
 from jobs.chunk.quality import label, word_count
-from jobs.chunk.tokens import token_counter
+from jobs.chunk.tokens import TokenCounter, token_counter
 from jobs.config import ChunkingConfig, QualityConfig
+from jobs.parse.boilerplate import is_link_only, see_also_line
+from jobs.parse.normalize import normalize
 from jobs.rows import doc_marker, error_row
 
-_UNIT_TAG = {"sent": "p"}
+_TAG = {"sent": "p", "list": "list", "code": "code", "table": "table", "quote": "quote", "html": "html"}
+_PROSE = {"sent", "list", "quote"}
 
 
 def breadcrumb_parts(title: str, heading_path: list[str]) -> list[str]:
@@ -25,70 +38,189 @@ def breadcrumb_parts(title: str, heading_path: list[str]) -> list[str]:
     return [title] + list(rest)
 
 
-def window_bounds(unit_tokens: list[int], prefix_tokens: int, max_tokens: int,
-                  window: int, overlap: int) -> list[tuple[int, int]]:
-    """[start, end) unit ranges. Overlap scales with a window cut short by the token bound, so
-    short windows never overlap almost entirely (which would multiply chunks)."""
-    bounds, n, i = [], len(unit_tokens), 0
+def window_bounds(units: list[Unit], budget: int, window: int, overlap: int, soft_ratio: float) -> list[tuple[int, int]]:
+    """[start, end) unit ranges of at most `window` units and `budget` tokens. Once a window is
+    `soft_ratio` full it ends at the next block boundary rather than mid-paragraph. Overlap scales
+    with windows cut short by the budget, so short windows never overlap almost entirely."""
+    bounds, n, i = [], len(units), 0
+    soft = soft_ratio * budget
     while i < n:
-        j, tokens = i, prefix_tokens
-        while j < n and j - i < window and (j == i or tokens + unit_tokens[j] <= max_tokens):
-            tokens += unit_tokens[j]
+        j, tokens = i, 0
+        while j < n and j - i < window and (j == i or tokens + units[j].tokens <= budget):
+            if j > i and tokens >= soft and units[j].block != units[j - 1].block:
+                break
+            tokens += units[j].tokens
             j += 1
         bounds.append((i, j))
         if j >= n:
             break
-        step_back = ((j - i) * overlap) // window
-        i = max(i + 1, j - step_back)
+        i = max(i + 1, j - ((j - i) * overlap) // window)
     return bounds
 
 
-def chunk_document(doc: dict, chunking: ChunkingConfig, quality: QualityConfig, embedding_model: str) -> list[dict]:
+def join_units(text: str, units: list[Unit]) -> str:
+    """Units' normalized texts with the source's own separators (paragraph, line or space)."""
+    parts = [units[0].text]
+    for prev, cur in zip(units, units[1:]):
+        gap = text[prev.end:cur.start]
+        if gap.strip() or cur.start < prev.end:
+            sep = "\n\n"  # something was dropped in between (a duplicate, markup), or a heading moved
+        elif not gap:
+            sep = ""  # one sentence split inside a token run, e.g. `[text][]`
+        elif "\n\n" in gap:
+            sep = "\n\n"
+        elif "\n" in gap:
+            sep = "\n"
+        else:
+            sep = " "
+        parts.append(sep + cur.text)
+    return "".join(parts)
+
+
+def _prepare(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, stats: Counter):
+    """Kept sections with their normalized, deduplicated units, heading units and See-also lines."""
     text = doc["text"]
-    sections = json.loads(doc["sections_json"])
-    units_per_section = json.loads(doc["units_json"])
-    counter = token_counter(embedding_model)
-    max_tokens = min(chunking.max_tokens, counter.limit)
-    title = doc["title"]
-
-    drafts = []  # (section, heading_path, breadcrumb, start, end, tags)
-    for section, units in zip(sections, units_per_section):
-        if not units:
+    seen: set[str] = set()
+    kept: list[tuple[dict, list[Unit], Unit | None, list[str]]] = []
+    for sec, raw in zip(json.loads(doc["sections_json"]), json.loads(doc["units_json"])):
+        units = []
+        for start, end, kind, block in raw:
+            norm = normalize(text[start:end], kind, stats)
+            if not norm:
+                continue  # markup only (a shortcode line)
+            words = word_count(norm)
+            if kind in _PROSE and words >= cfg.dedupe_min_words:
+                key = " ".join(norm.casefold().split())
+                if key in seen:
+                    stats["duplicate_units"] += 1
+                    continue
+                seen.add(key)
+            units.append(Unit(start, end, kind, block, norm, words=words))
+        if cfg.navigation_see_also and units and sec["level"] > 0 and all(is_link_only(u.text) for u in units):
+            # A cross-reference list: its targets join the previous content as one line.
+            stats["navigation_sections"] += 1
+            line = see_also_line([u.text for u in units])
+            if kept and line:
+                kept[-1][3].append(line)
             continue
-        path = breadcrumb_parts(title, section["heading_path"])
-        crumb = chunking.breadcrumb_separator.join(path)
-        prefix_tokens, *unit_tokens = counter.count([crumb + "\n\n"] + [text[a:b] for a, b, _ in units])
-        for lo, hi in window_bounds(unit_tokens, prefix_tokens, max_tokens,
-                                    chunking.window_sentences, chunking.overlap_sentences):
-            kinds = {_UNIT_TAG.get(u[2], u[2]) for u in units[lo:hi]}
-            if section["level"]:
-                kinds.add(f"h{section['level']}")
-            drafts.append((path, crumb, units[lo][0], units[hi - 1][1], sorted(kinds)))
+        heading = None
+        # The title's own heading is in every breadcrumb already; repeating it in a body adds nothing.
+        is_title = sec["level"] == 1 and sec["heading_path"] == [doc["title"]]
+        if sec.get("heading_start") is not None and not is_title:
+            h_text = normalize(text[sec["heading_start"]:sec["heading_end"]], "heading", stats)
+            heading = Unit(sec["heading_start"], sec["heading_end"], "heading", -1 - len(kept), h_text,
+                           words=word_count(h_text))
+        kept.append((sec, units, heading, []))
+    every = [u for _, units, h, _ in kept for u in units + ([h] if h else [])]
+    for u, n in zip(every, counter.count([u.text for u in every])):
+        u.tokens = n
+    return kept
 
+
+def _groups(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, limit: int, stats: Counter) -> list[Group]:
+    kept = _prepare(doc, cfg, counter, stats)
+    sections = [k[0] for k in kept]
+    units = [k[1] for k in kept]
+    headings = [k[2] for k in kept]
+    groups = merge_small_sections(sections, units, headings, cfg.small_section_tokens,
+                                  min(cfg.merge_target_tokens, limit))
+    # See-also lines follow the group that holds their section's content.
+    lines = {id(u): k[3] for k in kept for u in k[1][-1:] if k[3]}
+    for g in groups:
+        g.see_also = [line for u in g.units for line in lines.get(id(u), [])]
+        stats["merged_sections"] += g.sections - 1
+    return groups
+
+
+def _windows(group: Group, cfg: ChunkingConfig, budget: int) -> list[list[Unit]]:
+    bounds = window_bounds(group.units, budget, cfg.window_sentences, cfg.overlap_sentences, cfg.soft_min_ratio)
+    windows = [group.units[a:b] for a, b in bounds]
+    return merge_bullet_windows(windows, cfg.bullet_merge_words, cfg.bullet_merge_max_words)
+
+
+def _tags(group: Group, units: list[Unit]) -> list[str]:
+    tags = {_TAG[u.kind] for u in units if u.kind in _TAG}
+    if group.level:
+        tags.add(f"h{group.level}")
+    return sorted(tags)
+
+
+def embed_text_for(crumb: str, tags: list[str], body: str, structural_tags: bool) -> str:
+    if structural_tags and tags:
+        return f"{crumb}\n{' '.join(f'[{t.upper()}]' for t in tags)}\n\n{body}"
+    return f"{crumb}\n\n{body}"
+
+
+def structured_drafts(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, stats: Counter) -> list[dict]:
+    """Chunk drafts (no ids or quality yet) of a parsed document with sentence units."""
+    limit = min(cfg.max_tokens, counter.limit)
+    drafts = []
+    for group in _groups(doc, cfg, counter, limit, stats):
+        path = breadcrumb_parts(doc["title"], group.heading_path)
+        crumb = cfg.breadcrumb_separator.join(path)
+        (prefix_tokens,) = counter.count([crumb + "\n[H2] [P] [LIST]\n\n"])
+        windows = _windows(group, cfg, max(limit - prefix_tokens, 16))
+        for w_index, units in enumerate(windows):
+            body = join_units(doc["text"], units)
+            if w_index == len(windows) - 1 and group.see_also:
+                body += "\n\n" + "\n".join(group.see_also)
+            tags = _tags(group, units)
+            drafts.append({"heading_path": path, "breadcrumb": crumb, "text": body, "tags": tags,
+                           "char_start": units[0].start, "char_end": units[-1].end,
+                           "embed_text": embed_text_for(crumb, tags, body, cfg.structural_tags)})
+    return drafts
+
+
+def naive_drafts(doc: dict, cfg: ChunkingConfig, counter: TokenCounter) -> list[dict]:
+    """Fixed token windows with overlap over the document body: no structure, no prefix."""
+    text = doc["text"]
+    body_start = min((b["start"] for s in json.loads(doc["sections_json"]) for b in s["blocks"]), default=len(text))
+    enc = counter.tokenizer(text[body_start:], add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+    offsets = enc["offset_mapping"]
+    size = min(cfg.naive_tokens, counter.limit)
+    step = max(size - cfg.naive_overlap_tokens, 1)
+    drafts = []
+    for i in range(0, max(len(offsets), 1), step):
+        window = offsets[i:i + size]
+        if not window:
+            break
+        a, b = body_start + window[0][0], body_start + window[-1][1]
+        drafts.append({"heading_path": [doc["title"]], "breadcrumb": doc["title"], "text": text[a:b], "tags": [],
+                       "char_start": a, "char_end": b, "embed_text": text[a:b]})
+        if i + size >= len(offsets):
+            break
+    return drafts
+
+
+def chunk_document(doc: dict, chunking: ChunkingConfig, quality: QualityConfig, embedding_model: str) -> list[dict]:
+    counter = token_counter(embedding_model)
+    stats: Counter = Counter()
+    if chunking.strategy == "naive":
+        drafts = naive_drafts(doc, chunking, counter)
+    else:
+        drafts = structured_drafts(doc, chunking, counter, stats)
+    doc_stats = json.dumps(dict(stats))
     if not drafts:
-        return [doc_marker(doc, "empty")]
-    embed_texts = [f"{crumb}\n\n{text[a:b]}" for _, crumb, a, b, _ in drafts]
-    token_counts = counter.count(embed_texts)
+        return [doc_marker(doc, "empty", doc_stats=doc_stats)]
+    token_counts = counter.count([d["embed_text"] for d in drafts])
+    per_path: Counter = Counter()
     out = []
-    for seq, ((path, crumb, a, b, tags), embed_text, tokens) in enumerate(zip(drafts, embed_texts, token_counts)):
-        body = text[a:b]
-        words = word_count(body)
-        q, omitted, reason = label(body, words, tokens, counter.limit, "markdown", quality)
-        text_sha = sha256_text(body)
+    for seq, (d, tokens) in enumerate(zip(drafts, token_counts)):
+        words = word_count(d["text"])
+        q, omitted, reason = label(d["text"], words, tokens, counter.limit, "markdown", quality)
+        text_sha = sha256_text(d["text"])
+        path_key = chunking.breadcrumb_separator.join(d["heading_path"])
+        n = per_path[path_key]
+        per_path[path_key] += 1
         out.append({
-            "chunk_id": chunk_id(doc["collection"], doc["source_path"], seq, text_sha, doc["pipeline_fingerprint"]),
+            **d,
+            "chunk_id": chunk_id(doc["collection"], f"{doc['source_path']}##{path_key}#{n}", text_sha,
+                                 doc["pipeline_fingerprint"]),
             "collection": doc["collection"],
             "doc_id": doc["doc_id"],
             "source_path": doc["source_path"],
             "source_type": "markdown",
-            "heading_path": path,
-            "breadcrumb": crumb,
-            "text": body,
-            "embed_text": embed_text,
             "seq": seq,
-            "char_start": a,
-            "char_end": b,
-            "tags": tags,
             "token_count": tokens,
             "word_count": words,
             "quality": q,
@@ -100,6 +232,7 @@ def chunk_document(doc: dict, chunking: ChunkingConfig, quality: QualityConfig, 
             "row_kind": "chunk",
             "doc_rows": len(drafts),
             "content_sha256": doc["content_sha256"],
+            "doc_stats": doc_stats if seq == 0 else None,
         })
     return out
 

@@ -152,7 +152,8 @@ def _workbook_chunks(work: dict, excel: ExcelConfig, quality: QualityConfig, emb
             q, omitted, reason = "fragment", True, f"fragment: {fields} non-empty field(s) < {quality.min_fields}"
         text_sha = sha256_text(body)
         chunks.append({
-            "chunk_id": chunk_id(work["collection"], work["source_path"], seq, text_sha, work["pipeline_fingerprint"]),
+            "chunk_id": chunk_id(work["collection"], f"{work['source_path']}##{sheet}#{row_no}", text_sha,
+                                 work["pipeline_fingerprint"]),
             "collection": work["collection"],
             "doc_id": work["doc_id"],
             "source_path": work["source_path"],

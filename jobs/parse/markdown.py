@@ -58,6 +58,9 @@ class Section:
     heading_path: list[str]  # headings from the top level down to this section's own
     level: int  # 0 for text before the first heading
     blocks: list[Block] = field(default_factory=list)
+    # The heading line(s) in the source, so a merged chunk can show a sub-section's heading in its body.
+    heading_start: int | None = None
+    heading_end: int | None = None
 
 
 @dataclass
@@ -263,7 +266,8 @@ def parse_markdown(text: str, fallback_title: str, *, title_from_front_matter: b
         stack.append((level, heading or "(untitled)"))
         body_lo = h + (2 if kinds[h][0] == "setext" else 1)
         body_hi = heads[n + 1] if n + 1 < len(heads) else len(lines)
-        sections.append(Section([t for _, t in stack], level, _blocks(lines, kinds, body_lo, body_hi)))
+        sections.append(Section([t for _, t in stack], level, _blocks(lines, kinds, body_lo, body_hi),
+                                heading_start=lines[h][0], heading_end=lines[body_lo - 1][1]))
 
     title = ""
     if title_from_front_matter and isinstance(metadata.get("title"), str):

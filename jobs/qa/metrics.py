@@ -35,6 +35,7 @@ def run_metrics(stats: SinkStats, plan_counts: dict, seconds: float) -> dict:
             "words_median": statistics.median(words) if words else None,
             "token_histogram": _histogram(tokens, [0, 16, 32, 64, 128, 192, 256, 384, 512]),
         },
+        "text_changes": dict(sorted(stats.text_changes.items())),
         "failures": stats.failures,
         "seconds": round(seconds, 2),
     }

@@ -12,6 +12,7 @@ one writer per collection, so commits never race each other.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections import Counter, defaultdict
@@ -34,6 +35,7 @@ class SinkStats:
     quality: Counter = field(default_factory=Counter)
     omit_reasons: Counter = field(default_factory=Counter)
     by_source_type: Counter = field(default_factory=Counter)
+    text_changes: Counter = field(default_factory=Counter)  # normalization, dedupe, merges (doc_stats)
     tokens: list[int] = field(default_factory=list)  # of embedded chunks
     words: list[int] = field(default_factory=list)
     failures: list[dict] = field(default_factory=list)
@@ -91,6 +93,9 @@ class DocumentSink:
             self.stats.failures.append({"source_path": head["source_path"], "stage": e["error_stage"],
                                         "error_class": e["error_class"], "message": e["error_message"]})
             return
+        for r in rows:
+            if r.get("doc_stats"):
+                self.stats.text_changes.update(json.loads(r["doc_stats"]))
         chunks = [r for r in rows if r["row_kind"] == "chunk"]
         self.stats.vectors += self.store.commit_document(self.coll, head, chunks, self.run_id)
         self.stats.docs_done += 1

@@ -4,12 +4,28 @@ from jobs.config import QualityConfig
 CFG = QualityConfig()
 
 
-def test_labels():
-    assert label("---- | ---- 1234", 1, 5, 254, "markdown", CFG)[:2] == ("context_dead", True)
-    q, omitted, reason = label("Too few", 2, 4, 254, "markdown", CFG)
-    assert (q, omitted) == ("fragment", True) and reason.startswith("fragment: 2 words")
-    assert label("a " * 300, 300, 400, 254, "markdown", CFG)[:2] == ("too_long", False)
-    assert label("seven words are enough for short label", 7, 9, 254, "markdown", CFG)[:2] == ("short", False)
+def test_no_letters_is_context_dead_and_omitted():
+    q, omitted, reason = label("---- | ---- 1234", 1, 5, 254, "markdown", CFG)
+    assert (q, omitted) == ("context_dead", True) and "no letters" in reason
+
+
+def test_markdown_fragments_are_flagged_but_kept():
+    text = "Article 32 guarantees the right to constitutional remedies"
+    assert label(text, word_count(text), 12, 254, "markdown", CFG) == ("fragment", False, None)
+
+
+def test_pointer_chunks_are_context_dead_only_when_short():
+    q, omitted, reason = label("See above for the details.", 5, 7, 254, "markdown", CFG)
+    assert (q, omitted) == ("context_dead", True) and "'see above'" in reason
+    assert label("- Click here to download", 4, 6, 254, "markdown", CFG)[:2] == ("context_dead", True)
+    long_text = "For more control, " + "the server accepts many settings that change its behaviour. " * 6
+    assert label(long_text, word_count(long_text), 80, 254, "markdown", CFG)[1] is False
+
+
+def test_length_bands():
+    assert label("a " * 600, 600, 200, 254, "markdown", CFG)[:2] == ("too_long", False)  # over 500 words
+    assert label("w " * 100, 100, 300, 254, "markdown", CFG)[:2] == ("too_long", False)  # over the token limit
+    assert label("w " * 20, 20, 25, 254, "markdown", CFG)[:2] == ("short", False)
     assert label("w " * 40, 40, 50, 254, "markdown", CFG)[:2] == ("ok", False)
 
 

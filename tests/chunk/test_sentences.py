@@ -28,7 +28,7 @@ def test_units_keep_offsets_and_whole_code_blocks(splitter):
     row = {"text": text, "sections_json": json.dumps(parsed.sections_as_dicts())}
     (out,) = splitter([row])
     units = json.loads(out["units_json"])[-1]
-    pieces = [(text[a:b], kind) for a, b, kind in units]
+    pieces = [(text[a:b], kind) for a, b, kind, _ in units]
     assert ("Dr. Smith arrived at noon.", "sent") in pieces  # the abbreviation does not end a sentence
     assert ("He left at one.", "sent") in pieces
     assert ("```\nline one. line two.\n```", "code") in pieces

