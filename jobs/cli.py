@@ -134,6 +134,52 @@ def cmd_search(args) -> int:
     return 0
 
 
+def cmd_stats(args) -> int:
+    from jobs.qa.stats import corpus_stats, format_stats
+
+    stats = corpus_stats(_load(args))
+    print(json.dumps(stats, indent=2) if args.json else format_stats(stats))
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from datetime import datetime, timezone
+
+    from jobs.home import home
+    from jobs.qa.evaluate import compare_table, evaluate, format_report, load_golden, write_hits
+    from jobs.search import Searcher
+
+    names = args.compare or [args.collection]
+    if not names[0]:
+        print("give --collection NAME or --compare A B", file=sys.stderr)
+        return 2
+    questions = load_golden(args.golden)
+    cfg, store = _store(args)
+    reports = {}
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    with store:
+        for name in names:
+            searcher = Searcher(store, name, ef_search=cfg.database.ef_search)
+            report = evaluate(questions, lambda qs, k, s=searcher: s.search_many(qs, k, exact=args.exact))
+            hits = Path(args.hits) if args.hits and len(names) == 1 else home() / "eval" / f"{name}-{stamp}.hits.jsonl"
+            hits.parent.mkdir(parents=True, exist_ok=True)
+            write_hits(report, hits)
+            reports[name] = (report, hits)
+    if args.json:
+        out = [{"collection": n, "golden": str(args.golden), "exact": args.exact, **r.to_dict(), "hits_file": str(h)}
+               for n, (r, h) in reports.items()]
+        print(json.dumps(out if args.compare else out[0], indent=2))
+        return 0
+    if args.compare:
+        a, b = names
+        print(compare_table(reports[a][0], reports[b][0], a, b))
+    else:
+        print(format_report(reports[names[0]][0], names[0]))
+    for name, (_, hits) in reports.items():
+        print(f"per-question hits ({name}): {hits}")
+    return 0
+
+
 def cmd_db(args) -> int:
     from jobs.store import embedded
 
@@ -183,6 +229,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--database-url")
     p.add_argument("query", nargs="?")
     p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("eval", help="recall@1/5/10 and MRR of a collection against golden questions")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--collection")
+    target.add_argument("--compare", nargs=2, metavar=("A", "B"), help="two collections side by side")
+    p.add_argument("--golden", required=True, metavar="FILE",
+                   help="JSONL (question + chunk_id / source_path / answer) or SQuAD-format JSON such as XQuAD")
+    p.add_argument("--exact", action="store_true", help="flat scan instead of the HNSW index (the index's own loss)")
+    p.add_argument("--hits", metavar="FILE", help="per-question hits JSONL (default $CORPUSMILL_HOME/eval/…)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--config", default=None)
+    p.add_argument("--database-url")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("stats", help="token distributions before and after chunking; no database, no Ray")
+    _add_selectors(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_stats)
 
     p = sub.add_parser("db", help="the embedded PostgreSQL server")
     p.add_argument("action", choices=["start", "stop", "url"])

@@ -45,6 +45,9 @@ class ResourcesConfig(_Strict):
 class MarkdownConfig(_Strict):
     title_from_front_matter: bool = True
     onenote_headings: bool = True
+    description_keys: list[str] = Field(
+        default_factory=lambda: ["description", "summary"],
+        description="front matter keys whose text opens the document's first chunk (its abstract)")
 
 
 class SentencesConfig(_Strict):

@@ -130,6 +130,7 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict]):
         }))
         md = adapter.apply(md, adapter.Stage("chunk", chunk_documents, CHUNK_SCHEMA, cfg.ray.chunk, {
             "chunking": cfg.chunking, "quality": cfg.quality, "embedding_model": cfg.embedding.model,
+            "description_keys": tuple(cfg.markdown.description_keys),
         }))
         branches.append(md)
     if xl_items:

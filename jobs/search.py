@@ -19,5 +19,8 @@ class Searcher:
         self.model = SentenceTransformer(resolve_model(coll.embedding_model).location, device="cpu")
 
     def search(self, query: str, k: int = 5) -> list[dict]:
-        vector = self.model.encode([query], normalize_embeddings=True, show_progress_bar=False)[0]
-        return self.store.search(self.coll, vector, k, self.ef_search)
+        return self.search_many([query], k)[0]
+
+    def search_many(self, queries: list[str], k: int = 5, exact: bool = False) -> list[list[dict]]:
+        vectors = self.model.encode(queries, normalize_embeddings=True, show_progress_bar=False, batch_size=64)
+        return self.store.search_many(self.coll, vectors, k, self.ef_search, exact)

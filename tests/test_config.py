@@ -45,3 +45,10 @@ def test_database_url_is_secret_and_overrides_apply(monkeypatch):
     assert "hunter2" not in str(cfg.public_dict())
     flagged = apply_overrides(JobConfig(), database_url="postgresql://flag/x")
     assert flagged.database.url.get_secret_value() == "postgresql://flag/x"
+
+
+def test_baseline_differs_from_local_only_in_strategy():
+    local = load_config(REPO / "configs" / "local.yaml").model_dump()
+    naive = load_config(REPO / "configs" / "baseline-naive.yaml").model_dump()
+    assert naive["chunking"].pop("strategy") == "naive" and local["chunking"].pop("strategy") == "structure"
+    assert local == naive

@@ -31,6 +31,7 @@ class Group:
     units: list[Unit] = field(default_factory=list)
     sections: int = 1
     see_also: list[str] = field(default_factory=list)  # lines from navigation sections that followed
+    heading_unit: Unit | None = None  # the group's own heading line, for when it joins a group above
 
     @property
     def tokens(self) -> int:
@@ -48,9 +49,9 @@ def merge_small_sections(sections: list[dict], units: list[list[Unit]], heading_
     i = 0
     while i < len(sections):
         first, sec = i, sections[i]
-        group = Group(list(sec["heading_path"]), sec["level"], list(units[i]))
+        group = Group(list(sec["heading_path"]), sec["level"], list(units[i]), heading_unit=heading_units[i])
         i += 1
-        if group.tokens >= small or sec["level"] == 0:
+        if group.tokens >= small:
             groups.append(group)
             continue
         parent = sec["heading_path"][:-1]
@@ -68,7 +69,34 @@ def merge_small_sections(sections: list[dict], units: list[list[Unit]], heading_
             i += 1
         groups.append(group)
     # A heading with no body that joined nothing carries no content of its own.
-    return [g for g in groups if any(u.kind != "heading" for u in g.units)]
+    groups = [g for g in groups if any(u.kind != "heading" for u in g.units)]
+    return _merge_back(groups, small, target)
+
+
+def _merge_back(groups: list[Group], small: int, target: int) -> list[Group]:
+    """A thin group that could not take the next section (a closing note, a last short section)
+    joins the group before it when that stays within the target and under the same parent."""
+    out: list[Group] = []
+    for g in groups:
+        prev = out[-1] if out else None
+        if prev is None or g.tokens >= small or prev.tokens + g.tokens > target:
+            out.append(g)
+            continue
+        if _within(prev.heading_path, g.heading_path):
+            pass  # g sits under prev: prev's breadcrumb still holds
+        elif prev.heading_path and _within(prev.heading_path[:-1], g.heading_path):
+            # A sibling: the merged group is titled by the common parent, prev's heading moves into the body.
+            if prev.heading_unit is not None and (not prev.units or prev.units[0] is not prev.heading_unit):
+                prev.units.insert(0, prev.heading_unit)
+            prev.heading_path, prev.level = prev.heading_path[:-1], max(prev.level - 1, 0)
+        else:
+            out.append(g)
+            continue
+        if g.heading_unit is not None and (not g.units or g.units[0] is not g.heading_unit):
+            prev.units.append(g.heading_unit)
+        prev.units += g.units
+        prev.sections += g.sections
+    return out
 
 
 def merge_bullet_windows(windows: list[list[Unit]], min_words: int, max_words: int) -> list[list[Unit]]:

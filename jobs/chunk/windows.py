@@ -24,7 +24,7 @@ from jobs.chunk.merge import Group, Unit, merge_bullet_windows, merge_small_sect
 from jobs.chunk.quality import label, word_count
 from jobs.chunk.tokens import TokenCounter, token_counter
 from jobs.config import ChunkingConfig, QualityConfig
-from jobs.parse.boilerplate import is_link_only, see_also_line
+from jobs.parse.boilerplate import is_navigation, see_also_line
 from jobs.parse.normalize import normalize
 from jobs.rows import doc_marker, error_row
 
@@ -38,18 +38,38 @@ def breadcrumb_parts(title: str, heading_path: list[str]) -> list[str]:
     return [title] + list(rest)
 
 
+def _introduces(unit: Unit) -> bool:
+    return unit.text.rstrip().endswith(":") and unit.words <= 25
+
+
+def _leads_in(unit: Unit) -> bool:
+    """A unit too thin to stand alone before an oversized block: a lead-in ("Type/schema
+    definition:"), the document's abstract, or a sentence of a few words."""
+    return unit.kind == "abstract" or unit.words < 15 or _introduces(unit)
+
+
 def window_bounds(units: list[Unit], budget: int, window: int, overlap: int, soft_ratio: float) -> list[tuple[int, int]]:
-    """[start, end) unit ranges of at most `window` units and `budget` tokens. Once a window is
-    `soft_ratio` full it ends at the next block boundary rather than mid-paragraph. Overlap scales
-    with windows cut short by the budget, so short windows never overlap almost entirely."""
+    """[start, end) unit ranges of at most `window` units and `budget` tokens.
+
+    A group that needs several windows gets windows of about `soft_ratio * budget` tokens or more
+    (cut once that full, at a paragraph boundary when one comes first), not windows packed to the
+    brim: packing to the limit piles chunks up just under it with their last idea chopped. Overlap
+    scales with windows cut short, so short windows never overlap almost entirely. A lead-in
+    sentence ending with ':' stays with the oversized block it introduces."""
     bounds, n, i = [], len(units), 0
-    soft = soft_ratio * budget
+    total = sum(u.tokens for u in units)
+    target = budget if total <= budget else soft_ratio * budget
+    soft = soft_ratio * target
     while i < n:
         j, tokens = i, 0
         while j < n and j - i < window and (j == i or tokens + units[j].tokens <= budget):
             if j > i and tokens >= soft and units[j].block != units[j - 1].block:
                 break
             tokens += units[j].tokens
+            j += 1
+            if tokens >= target:
+                break
+        if j == i + 1 and j < n and _leads_in(units[i]) and units[j].tokens > budget:
             j += 1
         bounds.append((i, j))
         if j >= n:
@@ -63,7 +83,7 @@ def join_units(text: str, units: list[Unit]) -> str:
     parts = [units[0].text]
     for prev, cur in zip(units, units[1:]):
         gap = text[prev.end:cur.start]
-        if gap.strip() or cur.start < prev.end:
+        if gap.strip() or cur.start < prev.end or prev.kind == "abstract":
             sep = "\n\n"  # something was dropped in between (a duplicate, markup), or a heading moved
         elif not gap:
             sep = ""  # one sentence split inside a token run, e.g. `[text][]`
@@ -96,7 +116,8 @@ def _prepare(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, stats: Count
                     continue
                 seen.add(key)
             units.append(Unit(start, end, kind, block, norm, words=words))
-        if cfg.navigation_see_also and units and sec["level"] > 0 and all(is_link_only(u.text) for u in units):
+        heading_text = sec["heading_path"][-1] if sec["heading_path"] else ""
+        if cfg.navigation_see_also and sec["level"] > 0 and is_navigation(heading_text, [u.text for u in units]):
             # A cross-reference list: its targets join the previous content as one line.
             stats["navigation_sections"] += 1
             line = see_also_line([u.text for u in units])
@@ -117,8 +138,67 @@ def _prepare(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, stats: Count
     return kept
 
 
+def split_table(unit: Unit, text: str, counter: TokenCounter, budget: int) -> list[Unit]:
+    """A table over the budget, cut between rows; every part repeats the header row(s), so each
+    chunk still says what its columns are. Offsets of a part cover its own rows."""
+    lines, pos = [], unit.start
+    source_lines, shown = text[unit.start:unit.end].split("\n"), unit.text.split("\n")
+    if len(source_lines) != len(shown):  # normalization only ever rewrites inside a line
+        return [unit]
+    for line, norm in zip(source_lines, shown):
+        lines.append((pos, pos + len(line), norm))
+        pos += len(line) + 1
+    head_n = 2 if len(lines) > 1 and set(lines[1][2].replace("|", "").replace(":", "").strip()) <= {"-", " "} else 1
+    header = "\n".join(line for _, _, line in lines[:head_n])
+    rows = lines[head_n:]
+    if not rows:
+        return [unit]
+    header_tokens, *row_tokens = counter.count([header] + [r[2] for r in rows])
+    parts = _pack_rows(rows, row_tokens, header_tokens, budget)
+    # Even out the parts (a greedy cut leaves a last part of one row, a fragment of its own).
+    even_target = sum(row_tokens) / len(parts)
+    even, sizes, current, acc = [], [], [], 0
+    for row, n in zip(rows, row_tokens):
+        if current and acc + n / 2 > even_target and len(even) < len(parts) - 1:
+            even.append(current)
+            sizes.append(acc)
+            current, acc = [], 0
+        current.append(row)
+        acc += n
+    even.append(current)
+    sizes.append(acc)
+    if all(header_tokens + size <= budget or len(p) == 1 for p, size in zip(even, sizes)):
+        parts = even
+    out = []
+    for part in parts:
+        body = header + "\n" + "\n".join(line for _, _, line in part)
+        out.append(Unit(part[0][0], part[-1][1], "table", unit.block, body, words=word_count(body)))
+    for u, n in zip(out, counter.count([u.text for u in out])):
+        u.tokens = n
+    return out
+
+
+def _pack_rows(rows: list, row_tokens: list[int], header_tokens: int, budget: int) -> list[list]:
+    parts, current, tokens = [], [], header_tokens
+    for row, n in zip(rows, row_tokens):
+        if current and tokens + n > budget:
+            parts.append(current)
+            current, tokens = [], header_tokens
+        current.append(row)
+        tokens += n
+    parts.append(current)
+    return parts
+
+
 def _groups(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, limit: int, stats: Counter) -> list[Group]:
     kept = _prepare(doc, cfg, counter, stats)
+    budget = max(limit - 48, 16)  # room for the breadcrumb and tag line, measured again per group later
+    for _, units, _, _ in kept:
+        for i in range(len(units) - 1, -1, -1):
+            if units[i].kind == "table" and units[i].tokens > budget:
+                parts = split_table(units[i], doc["text"], counter, budget)
+                stats["tables_split"] += len(parts) > 1
+                units[i:i + 1] = parts
     sections = [k[0] for k in kept]
     units = [k[1] for k in kept]
     headings = [k[2] for k in kept]
@@ -151,22 +231,60 @@ def embed_text_for(crumb: str, tags: list[str], body: str, structural_tags: bool
     return f"{crumb}\n\n{body}"
 
 
-def structured_drafts(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, stats: Counter) -> list[dict]:
+def document_abstract(doc: dict, keys: list[str]) -> str:
+    """The front matter's description (or summary), if any: a page whose body is one code example
+    says what it is about only there."""
+    meta = json.loads(doc.get("metadata_json") or "{}")
+    for key in keys:
+        value = meta.get(key)
+        if isinstance(value, str) and value.strip():
+            return " ".join(value.split())
+    return ""
+
+
+def _add_abstract(groups: list[Group], abstract: str, counter: TokenCounter) -> None:
+    """The abstract opens the first group as a unit of its own, so the token budget counts it."""
+    if not groups or not abstract or abstract.casefold() in " ".join(u.text for u in groups[0].units).casefold():
+        return
+    first = groups[0].units[0]
+    (tokens,) = counter.count([abstract])
+    groups[0].units.insert(0, Unit(first.start, first.start, "abstract", -(10**9), abstract, tokens,
+                                   word_count(abstract)))
+
+
+def structured_drafts(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, stats: Counter,
+                      description_keys: list[str] | None = None) -> list[dict]:
     """Chunk drafts (no ids or quality yet) of a parsed document with sentence units."""
     limit = min(cfg.max_tokens, counter.limit)
     drafts = []
-    for group in _groups(doc, cfg, counter, limit, stats):
+    groups = _groups(doc, cfg, counter, limit, stats)
+    _add_abstract(groups, document_abstract(doc, description_keys or []), counter)
+    for group in groups:
         path = breadcrumb_parts(doc["title"], group.heading_path)
         crumb = cfg.breadcrumb_separator.join(path)
-        (prefix_tokens,) = counter.count([crumb + "\n[H2] [P] [LIST]\n\n"])
+        (prefix_tokens,) = counter.count([crumb + "\n[H2] [CODE] [LIST] [P]\n\n"])
         windows = _windows(group, cfg, max(limit - prefix_tokens, 16))
-        for w_index, units in enumerate(windows):
+        w_index = 0
+        while w_index < len(windows):
+            units = windows[w_index]
             body = join_units(doc["text"], units)
             if w_index == len(windows) - 1 and group.see_also:
                 body += "\n\n" + "\n".join(group.see_also)
             tags = _tags(group, units)
+            if len(units) > 1 and counter.count([embed_text_for(crumb, tags, body, cfg.structural_tags)])[0] > limit:
+                # The estimate (units summed, a typical tag line) ran over: the last unit moves to the next
+                # window (where overlap may already hold it), or opens one of its own.
+                nxt = windows[w_index + 1] if w_index + 1 < len(windows) else None
+                windows[w_index] = units[:-1]
+                if nxt is None:
+                    windows.append(units[-1:])
+                elif units[-1] not in nxt:
+                    nxt.insert(0, units[-1])
+                continue
+            w_index += 1
+            located = [u for u in units if u.kind != "abstract"] or units
             drafts.append({"heading_path": path, "breadcrumb": crumb, "text": body, "tags": tags,
-                           "char_start": units[0].start, "char_end": units[-1].end,
+                           "char_start": located[0].start, "char_end": located[-1].end,
                            "embed_text": embed_text_for(crumb, tags, body, cfg.structural_tags)})
     return drafts
 
@@ -192,13 +310,16 @@ def naive_drafts(doc: dict, cfg: ChunkingConfig, counter: TokenCounter) -> list[
     return drafts
 
 
-def chunk_document(doc: dict, chunking: ChunkingConfig, quality: QualityConfig, embedding_model: str) -> list[dict]:
+def chunk_document(doc: dict, chunking: ChunkingConfig, quality: QualityConfig, embedding_model: str,
+                   description_keys: tuple[str, ...] = ("description", "summary")) -> list[dict]:
+    """Chunk rows of one parsed document. The first chunk opens with the front matter's description
+    when there is one: the only text a chunk may hold from outside `source[char_start:char_end]`."""
     counter = token_counter(embedding_model)
     stats: Counter = Counter()
     if chunking.strategy == "naive":
         drafts = naive_drafts(doc, chunking, counter)
     else:
-        drafts = structured_drafts(doc, chunking, counter, stats)
+        drafts = structured_drafts(doc, chunking, counter, stats, list(description_keys))
     doc_stats = json.dumps(dict(stats))
     if not drafts:
         return [doc_marker(doc, "empty", doc_stats=doc_stats)]
@@ -238,7 +359,7 @@ def chunk_document(doc: dict, chunking: ChunkingConfig, quality: QualityConfig, 
 
 
 def chunk_documents(rows: list[dict], *, chunking: ChunkingConfig, quality: QualityConfig,
-                    embedding_model: str) -> list[dict]:
+                    embedding_model: str, description_keys: tuple[str, ...] = ("description", "summary")) -> list[dict]:
     """Stage: document rows with sentence units -> chunk rows (or one error/empty row per document)."""
     out = []
     for doc in rows:
@@ -247,7 +368,7 @@ def chunk_documents(rows: list[dict], *, chunking: ChunkingConfig, quality: Qual
                                   error_class=doc["error_class"], error_message=doc["error_message"]))
             continue
         try:
-            out.extend(chunk_document(doc, chunking, quality, embedding_model))
+            out.extend(chunk_document(doc, chunking, quality, embedding_model, description_keys))
         except Exception as exc:
             out.append(error_row(doc, "chunk", exc))
     return out

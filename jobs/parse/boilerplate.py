@@ -26,6 +26,21 @@ def is_link_only(text: str) -> bool:
     return bool(_LINK.search(body)) and bool(_FILLER.match(_LINK.sub("", body)))
 
 
+# Headings of sections that exist to point elsewhere; with a link in every item they are navigation.
+_NAV_HEADING = re.compile(
+    r"^(see also|related( pages| content| topics| articles| links)?|next steps|more information|further reading)$", re.I)
+
+
+def is_navigation(heading: str, texts: list[str]) -> bool:
+    """A section that only points elsewhere: every item is a link, or a "See also"-style heading
+    over items that each carry a link (`* [hugo gen](/commands/hugo_gen/) - Generate docs`)."""
+    if not texts:
+        return False
+    if all(is_link_only(t) for t in texts):
+        return True
+    return bool(_NAV_HEADING.match(heading.strip())) and all(_LINK.search(t) for t in texts)
+
+
 def link_texts(text: str) -> list[str]:
     out = []
     for m in _LINK.finditer(text):

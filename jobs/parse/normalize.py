@@ -1,7 +1,9 @@
 """Text normalization before chunking, counted per kind for the QA report.
 
 Applied to prose units (sentences, list items, quotes); code, tables and HTML keep their exact
-bytes apart from Unicode NFC, since whitespace and odd characters can be meaningful there.
+bytes apart from Unicode NFC, since whitespace and odd characters can be meaningful there. The one
+exception is a table's delimiter row, whose dash runs shrink to `---`: wide tables otherwise spend
+a hundred tokens of the model's window on dashes.
 Offsets are never rewritten: chunks keep pointing at the source, and their `text` is the
 normalized form of what they point at.
 """
@@ -19,7 +21,12 @@ _SPACES = re.compile(r"(?<=\S)[ \t]{2,}")  # runs of blanks after text; leading 
 _BLANK_LINES = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
 # A whole line that is only a Hugo shortcode ({{< x >}}, {{% x %}}, closing tags included): markup.
 _SHORTCODE_LINE = re.compile(r"^[ \t]*\{\{[<%].*?[%>]\}\}[ \t]*$", re.M)
-_EXACT_KINDS = {"code", "table", "html"}
+# Markdown link reference definitions (`[label]: https://…`): where links point, not content.
+_LINK_DEFINITION = re.compile(r"^ {0,3}\[[^\]]+\]:[ \t]+\S.*$", re.M)
+_EXACT_KINDS = {"code", "html"}
+# A table's delimiter row (| --- | :---: |): pure layout, yet a tokenizer spends one token per dash.
+_TABLE_RULE = re.compile(r"^(?=[\s|:-]*-{4,})[\s|:-]+$", re.M)
+_DASHES = re.compile(r"-{4,}")
 
 
 def _private_use(text: str) -> tuple[str, int]:
@@ -27,6 +34,11 @@ def _private_use(text: str) -> tuple[str, int]:
     if not n:
         return text, 0
     return "".join(ch for ch in text if unicodedata.category(ch) != "Co"), n
+
+
+def _shrink_rule(rule: str, counts: Counter) -> str:
+    counts["table_rules"] += 1
+    return _DASHES.sub("---", rule)
 
 
 def normalize(text: str, kind: str, counts: Counter) -> str:
@@ -37,8 +49,12 @@ def normalize(text: str, kind: str, counts: Counter) -> str:
     text = nfc
     if kind in _EXACT_KINDS:
         return text
+    if kind == "table":
+        # Cells keep their exact spacing; only the delimiter row's dash runs shrink to `---`.
+        return _TABLE_RULE.sub(lambda m: _shrink_rule(m.group(0), counts), text)
     for name, pattern, repl in (
         ("shortcode_lines", _SHORTCODE_LINE, ""),
+        ("link_definitions", _LINK_DEFINITION, ""),
         ("zero_width", _ZERO_WIDTH, ""),
         ("nbsp", _NBSP, " "),
         ("control", _CONTROL, ""),

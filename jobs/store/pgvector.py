@@ -337,12 +337,23 @@ class PgStore:
             ],
         }
 
-    def search(self, coll: Collection, vector, k: int, ef_search: int = 40) -> list[dict]:
+    def search(self, coll: Collection, vector, k: int, ef_search: int = 40, exact: bool = False) -> list[dict]:
+        return self.search_many(coll, [vector], k, ef_search, exact)[0]
+
+    def search_many(self, coll: Collection, vectors, k: int, ef_search: int = 40, exact: bool = False) -> list[list[dict]]:
+        """Top-k chunks per query vector by cosine distance: through the HNSW index, or with `exact` a
+        flat scan (index scans disabled) that measures what the index itself loses."""
+        stmt = sql.SQL(
+            "SELECT chunk_id, source_path, heading_path, text, 1 - (embedding <=> %s) AS score "
+            "FROM {} ORDER BY embedding <=> %s LIMIT %s").format(self._t(coll.chunk_table))
+        out = []
         with self.conn.transaction():
             self.conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(ef_search, k))))
-            rows = self.conn.execute(sql.SQL(
-                "SELECT chunk_id, source_path, heading_path, text, 1 - (embedding <=> %s) AS score "
-                "FROM {} ORDER BY embedding <=> %s LIMIT %s").format(self._t(coll.chunk_table)),
-                (np.asarray(vector, dtype=np.float32), np.asarray(vector, dtype=np.float32), k)).fetchall()
-        return [{"chunk_id": r[0], "source_path": r[1], "heading_path": list(r[2] or []), "text": r[3],
-                 "score": float(r[4])} for r in rows]
+            if exact:
+                self.conn.execute("SET LOCAL enable_indexscan = off")
+            for vector in vectors:
+                v = np.asarray(vector, dtype=np.float32)
+                rows = self.conn.execute(stmt, (v, v, k)).fetchall()
+                out.append([{"chunk_id": r[0], "source_path": r[1], "heading_path": list(r[2] or []),
+                             "text": r[3], "score": float(r[4])} for r in rows])
+        return out

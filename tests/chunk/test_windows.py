@@ -13,9 +13,9 @@ from tests.conftest import CORPUS
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
 
-def units(tokens, blocks=None):
+def units(tokens, blocks=None, words=30):
     blocks = blocks or list(range(len(tokens)))
-    return [Unit(i, i + 1, "sent", b, "x", tokens=t) for i, (t, b) in enumerate(zip(tokens, blocks))]
+    return [Unit(i, i + 1, "sent", b, "x", tokens=t, words=words) for i, (t, b) in enumerate(zip(tokens, blocks))]
 
 
 def test_window_bounds_overlap_and_cover_every_unit():
@@ -38,6 +38,19 @@ def test_windows_prefer_to_end_at_a_paragraph_boundary():
 
 def test_oversized_single_unit_stands_alone():
     assert window_bounds(units([5, 500, 5]), 100, window=10, overlap=0, soft_ratio=0.8) == [(0, 1), (1, 2), (2, 3)]
+
+
+def test_a_lead_in_stays_with_the_oversized_block_it_introduces():
+    u = units([40, 10, 500])
+    u[1] = Unit(1, 2, "sent", 1, "The default settings are:", tokens=10, words=4)
+    assert window_bounds(u, 45, window=10, overlap=0, soft_ratio=0.8) == [(0, 1), (1, 3)]
+
+
+def test_long_groups_get_windows_well_below_the_limit():
+    # 1,000 tokens of sentences in one paragraph: windows stop once 80 % full, not at the brim.
+    bounds = window_bounds(units([20] * 50, [0] * 50), 250, window=100, overlap=0, soft_ratio=0.8)
+    sizes = [20 * (hi - lo) for lo, hi in bounds]
+    assert all(200 <= s <= 250 for s in sizes[:-1])
 
 
 def test_join_units_keeps_the_sources_separators():

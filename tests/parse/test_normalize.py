@@ -17,9 +17,22 @@ def test_code_and_tables_keep_their_whitespace():
     counts = Counter()
     code = "```\nx  =  1\u00a0\n\n\n\ny = 2\n```"
     assert normalize(code, "code", counts) == code
-    table = "| a  | b |\n|----|---|"
+    table = "| a  | b |\n|---|:-:|\n| 1  |  2 |"
     assert normalize(table, "table", counts) == table
     assert sum(counts.values()) == 0
+
+
+def test_table_delimiter_rows_shrink_to_three_dashes():
+    counts = Counter()
+    table = "| Verb | Action |\n| ------------- | :-----------: |\n| Add  | Adds a thing |"
+    assert normalize(table, "table", counts) == "| Verb | Action |\n| --- | :---: |\n| Add  | Adds a thing |"
+    assert counts["table_rules"] == 1
+
+
+def test_link_reference_definitions_are_dropped():
+    counts = Counter()
+    assert normalize("Read the guide.\n[guide]: https://example.org/guide", "p", counts) == "Read the guide."
+    assert counts["link_definitions"] == 1
 
 
 def test_list_indentation_survives():
