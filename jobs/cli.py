@@ -20,6 +20,7 @@ def _add_selectors(p: argparse.ArgumentParser) -> None:
     p.add_argument("--database-url", help="PostgreSQL URL (else DATABASE_URL, else the embedded server)")
     p.add_argument("--output", metavar="DIR", help="where run outputs go (default $CORPUSMILL_HOME/runs)")
     p.add_argument("--keep-removed", action="store_true", help="keep chunks of files gone from the input")
+    p.add_argument("--manifest", metavar="FILE", help="process exactly the snapshot frozen by `corpusmill freeze`")
 
 
 def _load(args) -> "JobConfig":  # noqa: F821
@@ -28,7 +29,8 @@ def _load(args) -> "JobConfig":  # noqa: F821
     path = args.config or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
     cfg = load_config(path)
     return apply_overrides(cfg, inputs=args.input, collection=args.collection, database_url=args.database_url,
-                           output=getattr(args, "output", None), keep_removed=getattr(args, "keep_removed", None))
+                           output=getattr(args, "output", None), keep_removed=getattr(args, "keep_removed", None),
+                           manifest=getattr(args, "manifest", None))
 
 
 def _store(args):
@@ -58,13 +60,22 @@ def cmd_ingest(args) -> int:
     t = result.totals
     print(f"collection {t['collection']}: {t['documents']['done']} documents done, {t['documents']['failed']} failed, "
           f"{t['documents']['pending']} pending · {t['chunks']} chunks stored")
+    if result.not_as_frozen:
+        print(f"not as frozen ({len(result.not_as_frozen)} changed or missing since the manifest, left out): "
+              + ", ".join(result.not_as_frozen[:10]) + (" …" if len(result.not_as_frozen) > 10 else ""))
     print(f"parquet: {result.output_dir}/chunks")
-    print(f"qa:      {result.output_dir}/qa (metrics.json, summary.md)")
+    qa = result.report.get("report.html")
+    print(f"qa:      {result.output_dir}/qa" + (f" (open {qa})" if qa else " (metrics.json, summary.md)"))
     if result.failures:
         print(f"\n{len(result.failures)} file(s) failed (recorded in the errors table; the next run retries them):")
         for x in result.failures:
             print(f"  {x['source_path']}  [{x['stage']}] {x['error_class']}: {x['message']}")
         return 1
+    if result.gate_failures:
+        print(f"\n{len(result.gate_failures)} quality gate(s) failed (config `gates`):")
+        for g in result.gate_failures:
+            print(f"  {g.message}")
+        return 3
     return 0
 
 
@@ -74,11 +85,13 @@ def cmd_plan(args) -> int:
     plan = plan_only(_load(args))
     counts = plan.counts()
     if args.json:
-        print(json.dumps({**counts, "files": {
+        print(json.dumps({**counts, "not_as_frozen": plan.not_as_frozen, "files": {
             "add": [f.source_path for f in plan.add], "update": [f.source_path for f in plan.update],
             "retry": [f.source_path for f in plan.retry], "delete": plan.delete}}, indent=2))
         return 0
     print(", ".join(f"{v} {k}" for k, v in counts.items()))
+    for path in plan.not_as_frozen:
+        print(f"  frozen {path} (changed or missing since the manifest: left out)")
     for label, files in (("add", plan.add), ("update", plan.update), ("retry", plan.retry)):
         for f in files:
             print(f"  {label:6} {f.source_path}")
@@ -131,6 +144,33 @@ def cmd_search(args) -> int:
                 crumb = " › ".join(h["heading_path"])
                 snippet = " ".join(h["text"].split())[:160]
                 print(f"{rank:2}. {h['score']:.3f}  {h['source_path']}  [{crumb}]\n      {snippet}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from jobs.qa.report import write_report
+
+    _, store = _store(args)
+    with store:
+        run_dir = store.run_output_dir(args.run_id, args.collection)
+    if run_dir is None:
+        print("no such run: see `corpusmill status` for run ids", file=sys.stderr)
+        return 2
+    written = write_report(Path(run_dir))
+    for name, path in sorted(written.items()):
+        print(f"{name:28} {path}")
+    return 0
+
+
+def cmd_freeze(args) -> int:
+    from jobs.config import load_config
+    from jobs.home import home
+    from jobs.sources.manifest import freeze
+
+    cfg = load_config(args.config or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None))
+    out = Path(args.output) if args.output else home() / "manifests" / f"{args.tag}.json"
+    manifest = freeze([Path(d) for d in args.dirs], cfg.input.include, cfg.input.exclude, args.tag, out)
+    print(f"froze {len(manifest['files'])} files as {args.tag!r}: {out}")
     return 0
 
 
@@ -203,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("ingest", help="run or resume an ingest; exit 1 if any file failed")
+    p = sub.add_parser("ingest", help="run or resume an ingest; exit 1 if any file failed, 3 if a quality gate failed")
     _add_selectors(p)
     p.add_argument("--run-id", help="reuse a run id (its output folder) instead of a new one")
     p.set_defaults(func=cmd_ingest)
@@ -242,6 +282,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", default=None)
     p.add_argument("--database-url")
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("report", help="QA artifacts of a run (report.html, plots, flagged chunks, sample)")
+    p.add_argument("--run-id", help="default: the latest run (of --collection, if given)")
+    p.add_argument("--collection")
+    p.add_argument("--config", default=None)
+    p.add_argument("--database-url")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("freeze", help="write a manifest (path, sha256, size) that pins a corpus snapshot")
+    p.add_argument("dirs", nargs="+", metavar="DIR")
+    p.add_argument("--tag", required=True)
+    p.add_argument("--output", metavar="FILE", help="default $CORPUSMILL_HOME/manifests/TAG.json")
+    p.add_argument("--config", default=None, help="for the include/exclude globs")
+    p.set_defaults(func=cmd_freeze)
 
     p = sub.add_parser("stats", help="token distributions before and after chunking; no database, no Ray")
     _add_selectors(p)

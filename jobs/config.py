@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from jobs import PIPELINE_VERSION
+from jobs.qa.gates import QualityGates
 
 _COLLECTION_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
@@ -29,6 +30,7 @@ class _Strict(BaseModel):
 
 class InputConfig(_Strict):
     roots: list[Path] = Field(default_factory=list, description="directories to walk")
+    manifest: Path | None = Field(None, description="a `corpusmill freeze` manifest: process exactly that snapshot")
     include: list[str] = ["**/*.md", "**/*.markdown", "**/*.xlsx", "**/*.xlsm"]
     exclude: list[str] = ["**/.*", "**/.*/**", "**/~$*"]
 
@@ -159,6 +161,8 @@ class JobConfig(_Strict):
     sink: SinkConfig = SinkConfig()
     database: DatabaseConfig = DatabaseConfig()
     ray: RayConfig = RayConfig()
+    gates: QualityGates = Field(default_factory=QualityGates,
+                                description="a run that breaks one exits non-zero, naming the gate and by how much")
 
     @field_validator("collection")
     @classmethod
@@ -213,6 +217,7 @@ def apply_overrides(
     database_url: str | None = None,
     output: str | None = None,
     keep_removed: bool | None = None,
+    manifest: str | None = None,
 ) -> JobConfig:
     """Command-line selectors win over the file; DATABASE_URL wins over the file but not over the flag."""
     data = cfg.model_dump(by_alias=True)
@@ -224,6 +229,10 @@ def apply_overrides(
         data["output"] = Path(output)
     if keep_removed:
         data["keep_removed"] = True
+    if manifest:
+        data["input"]["manifest"] = Path(manifest)
+        if not inputs:
+            data["input"]["roots"] = []  # the manifest's own roots, unless --input says otherwise
     url = database_url or os.environ.get("DATABASE_URL")
     if url:
         data["database"]["url"] = url

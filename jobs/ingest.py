@@ -13,13 +13,14 @@ import logging
 import os
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from jobs import adapter
 from jobs.chunk.ids import doc_id
 from jobs.chunk.sentences import SentenceSplitter
+from jobs.chunk.tokens import token_counter
 from jobs.chunk.windows import chunk_documents
 from jobs.config import JobConfig
 from jobs.embed.encoder import Embedder
@@ -27,9 +28,13 @@ from jobs.embed.models import resolve_model
 from jobs.home import runs_dir
 from jobs.parse.excel import excel_to_chunks
 from jobs.parse.markdown import parse_documents
+from jobs.qa.gates import check_gates
+from jobs.qa.index_metrics import index_metrics
 from jobs.qa.metrics import run_metrics, write_summary
+from jobs.qa.report import write_report
 from jobs.rows import CHUNK_SCHEMA, DOC_SCHEMA
 from jobs.sources.discover import discover
+from jobs.sources.manifest import load_manifest, snapshot
 from jobs.sources.plan import Plan, make_plan
 from jobs.store import embedded
 from jobs.store.parquet import RunOutput
@@ -51,6 +56,9 @@ class IngestResult:
     seconds: float = 0.0
     index_built: bool = False
     totals: dict = field(default_factory=dict)  # the collection after the run (store.status)
+    gate_failures: list = field(default_factory=list)  # jobs.qa.gates.GateFailure
+    report: dict = field(default_factory=dict)  # QA artifact name -> path
+    not_as_frozen: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -79,9 +87,21 @@ def embedding_dimension(cfg: JobConfig) -> int:
 
 
 def make_plan_for(cfg: JobConfig, store: PgStore) -> tuple[Plan, list]:
-    files = discover(cfg.input.roots, cfg.input.include, cfg.input.exclude)
     stored = store.stored_documents(cfg.collection)
-    return make_plan(files, stored, cfg.fingerprint(), cfg.keep_removed), files
+    if cfg.input.manifest is None:
+        files = discover(cfg.input.roots, cfg.input.include, cfg.input.exclude)
+        return make_plan(files, stored, cfg.fingerprint(), cfg.keep_removed), files
+    manifest = load_manifest(cfg.input.manifest)
+    roots = cfg.input.roots or [Path(r) for r in manifest["roots"]]
+    snap = snapshot(manifest, roots, cfg.input.include, cfg.input.exclude)
+    # Changed or missing files keep whatever the store holds for them: the snapshot says nothing new.
+    held = {p for p in snap.changed + snap.missing}
+    plan = make_plan(snap.files, {p: d for p, d in stored.items() if p not in held}, cfg.fingerprint(),
+                     cfg.keep_removed)
+    plan.not_as_frozen = sorted(held)
+    for path in plan.not_as_frozen:
+        log.warning("%s changed or vanished since the manifest was frozen: left out of this run", path)
+    return plan, snap.files
 
 
 def init_ray(cfg: JobConfig) -> None:
@@ -192,7 +212,8 @@ def run_ingest(cfg: JobConfig, run_id: str | None = None) -> IngestResult:
         output.write_json("run.json", {"run_id": run_id, "collection": cfg.collection, "fingerprint": fingerprint,
                                        "plan": plan.counts(), "config": cfg.public_dict()})
         store.start_run(run_id, cfg.collection, cfg.public_dict(), fingerprint, str(run_dir))
-        result = IngestResult(run_id, cfg.collection, fingerprint, plan.counts(), output_dir=str(run_dir))
+        result = IngestResult(run_id, cfg.collection, fingerprint, plan.counts(), output_dir=str(run_dir),
+                              not_as_frozen=plan.not_as_frozen)
         log.info("run %s: %s", run_id, ", ".join(f"{v} {k}" for k, v in plan.counts().items()))
 
         for path in plan.delete:
@@ -234,13 +255,29 @@ def run_ingest(cfg: JobConfig, run_id: str | None = None) -> IngestResult:
         result.failures = sink.stats.failures
         result.metrics = run_metrics(sink.stats, plan.counts(), result.seconds)
         result.metrics["stages"] = stage_stats | {"seconds_total": round(result.seconds, 2)}
+        limit = min(cfg.chunking.max_tokens, token_counter(cfg.embedding.model).limit)
+        result.metrics["token_limit"] = limit
+        if items or plan.delete:
+            # The collection changed: measure what is now in the index and hold it to the gates.
+            index = index_metrics(store, coll, token_limit=limit)
+            result.metrics["index"] = index
+            result.gate_failures = check_gates(cfg.gates, index, result.metrics)
+            result.metrics["gates"] = [asdict(g) for g in result.gate_failures]
+            for warning in index.get("warnings", []):
+                log.warning("index: %s", warning)
         output.write_json("qa/metrics.json", result.metrics)
         write_summary(output.qa_dir / "summary.md", result.metrics)
         if sink.stats.failures:
             output.write_errors(sink.stats.failures)
             status = "failed_files"
+        elif result.gate_failures:
+            status = "failed_gates"
         store.finish_run(run_id, status, result.metrics["files"] | {"chunks": sink.stats.chunks,
                                                                      "vectors": sink.stats.vectors},
                          result.metrics["stages"])
         result.totals = store.status(cfg.collection)
+    try:
+        result.report = write_report(run_dir)
+    except Exception:  # the run's data is committed; a broken plot must not turn it into a failure
+        log.exception("could not write the QA report for %s (`corpusmill report --run-id %s` retries)", run_id, run_id)
     return result

@@ -89,6 +89,22 @@ def test_ingest_search_status_and_noop_rerun(tmp_path, corpus, env, pg_url):
     assert lines[0]["hits"][0]["source_path"] == "hugo/server.md"
     assert lines[1]["hits"][0]["source_path"] == "workbooks/stanley-cups.xlsx"
 
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text(
+        '{"question": "How do I define redirects for the development server?", "source_path": "hugo/server.md"}\n'
+        '{"question": "Which team won 13 Stanley Cups?", "answer": "Maple Leafs"}\n'
+        '{"question": "Where do archetype files live?", "source_path": "hugo/archetypes.md"}\n')
+    hits_file = tmp_path / "hits.jsonl"
+    out = cli("eval", "--collection", "e2e_basic", "--golden", str(golden), "--json", "--hits", str(hits_file),
+              "--config", str(cfg), env=env)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["n"] == 3 and report["recall@10"] == 1.0 and 0 < report["mrr"] <= 1
+    assert len(hits_file.read_text().splitlines()) == 3
+    exact = json.loads(cli("eval", "--collection", "e2e_basic", "--golden", str(golden), "--json", "--exact",
+                           "--config", str(cfg), env=env).stdout)
+    assert exact["recall@10"] == 1.0
+
     again = cli("ingest", "--config", str(cfg), "--output", str(tmp_path / "runs"), env=env)
     assert again.returncode == 0, again.stderr
     assert summary_line(again.stdout) == "files: 0 added, 0 updated, 0 retried, 7 skipped, 0 deleted, 0 failed"
@@ -202,3 +218,29 @@ def test_kill_9_and_resume_equals_a_clean_run(tmp_path, corpus, env, pg_url):
         counted = conn.execute("SELECT sum(chunk_count) FROM corpusmill.documents WHERE collection = 'e2e_kill'"
                                ).fetchone()[0]
     assert counted == len(resumed)
+
+
+def test_frozen_manifest_pins_the_snapshot(tmp_path, corpus, env):
+    manifest = tmp_path / "v1.json"
+    out = cli("freeze", str(corpus), "--tag", "v1", "--output", str(manifest), env=env)
+    assert out.returncode == 0, out.stderr
+    assert "froze 7 files as 'v1'" in out.stdout
+    (corpus / "hugo" / "server.md").write_text("# Changed\n\nEdited after the freeze.\n")
+    (corpus / "later.md").write_text("# Later\n\nAdded after the freeze.\n")
+    cfg = write_config(tmp_path / "c.yaml", "e2e_frozen", [corpus])
+    out = cli("plan", "--config", str(cfg), "--manifest", str(manifest), "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    plan = json.loads(out.stdout)
+    assert plan["add"] == 6 and plan["not_as_frozen"] == ["hugo/server.md"]
+    assert "later.md" not in plan["files"]["add"] and "hugo/server.md" not in plan["files"]["add"]
+
+
+def test_a_broken_quality_gate_fails_the_run_and_says_by_how_much(tmp_path, corpus, env):
+    # The same page twice gives chunks whose nearest neighbour is identical: duplicate rate > 0.
+    shutil.copy(corpus / "hugo" / "server.md", corpus / "server-copy.md")
+    cfg = write_config(tmp_path / "g.yaml", "e2e_gates", [corpus], gates__max_duplicate_neighbour_rate=0.0)
+    out = cli("ingest", "--config", str(cfg), env=env)
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "quality gate(s) failed" in out.stdout
+    assert "duplicate_neighbour_rate" in out.stdout and "exceeds max_duplicate_neighbour_rate 0.000 by" in out.stdout
+    assert status("e2e_gates", env)["documents"]["done"] == 8  # the data is loaded; the gate judges it

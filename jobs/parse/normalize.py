@@ -20,9 +20,15 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # Cc without \t \n \
 _SPACES = re.compile(r"(?<=\S)[ \t]{2,}")  # runs of blanks after text; leading indentation stays
 _BLANK_LINES = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
 # A whole line that is only a Hugo shortcode ({{< x >}}, {{% x %}}, closing tags included): markup.
-_SHORTCODE_LINE = re.compile(r"^[ \t]*\{\{[<%].*?[%>]\}\}[ \t]*$", re.M)
+_SHORTCODE_LINE = re.compile(r"^[ \t]*\{\{[<%].*?[%>]\}\}[ \t]*(?:\n|$)", re.M)
 # Markdown link reference definitions (`[label]: https://…`): where links point, not content.
-_LINK_DEFINITION = re.compile(r"^ {0,3}\[[^\]]+\]:[ \t]+\S.*$", re.M)
+_LINK_DEFINITION = re.compile(r"^ {0,3}\[[^\]]+\]:[ \t]+\S.*(?:\n|$)", re.M)
+_HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
+# A line that is only a printed page number ("Page 3 of 12", "- 7 -"): export debris.
+_PAGE_NUMBER = re.compile(
+    r"^[ \t]*(?:page[ \t]+\d+(?:[ \t]+of[ \t]+\d+)?"  # Page 3 / Page 3 of 12
+    r"|[-–—][ \t]*\d{1,4}[ \t]*[-–—])"  # - 7 -
+    r"[ \t]*(?:\n|$)", re.M | re.I)
 _EXACT_KINDS = {"code", "html"}
 # A table's delimiter row (| --- | :---: |): pure layout, yet a tokenizer spends one token per dash.
 _TABLE_RULE = re.compile(r"^(?=[\s|:-]*-{4,})[\s|:-]+$", re.M)
@@ -55,6 +61,8 @@ def normalize(text: str, kind: str, counts: Counter) -> str:
     for name, pattern, repl in (
         ("shortcode_lines", _SHORTCODE_LINE, ""),
         ("link_definitions", _LINK_DEFINITION, ""),
+        ("html_comments", _HTML_COMMENT, ""),
+        ("page_numbers", _PAGE_NUMBER, ""),
         ("zero_width", _ZERO_WIDTH, ""),
         ("nbsp", _NBSP, " "),
         ("control", _CONTROL, ""),

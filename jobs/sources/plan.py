@@ -22,6 +22,8 @@ class Plan:
     retry: list[SourceFile] = field(default_factory=list)  # failed or interrupted last time
     skip: list[SourceFile] = field(default_factory=list)
     delete: list[str] = field(default_factory=list)  # source paths gone from the input
+    # With --manifest: listed files that changed or vanished since the freeze (reported, not read).
+    not_as_frozen: list[str] = field(default_factory=list)
 
     @property
     def to_process(self) -> list[SourceFile]:

@@ -304,6 +304,20 @@ class PgStore:
             "UPDATE {} SET finished_at = now(), status = %s, counts = %s, stage_stats = %s WHERE run_id = %s"
         ).format(self._t("runs")), (status, json.dumps(counts), json.dumps(stage_stats), run_id))
 
+    def run_output_dir(self, run_id: str | None = None, collection: str | None = None) -> str | None:
+        """Where a run wrote its Parquet and QA files: that run's, or the latest (of a collection)."""
+        where, params = [], []
+        if run_id:
+            where.append(sql.SQL("run_id = %s"))
+            params.append(run_id)
+        if collection:
+            where.append(sql.SQL("collection = %s"))
+            params.append(collection)
+        cond = sql.SQL(" WHERE ") + sql.SQL(" AND ").join(where) if where else sql.SQL("")
+        row = self.conn.execute(sql.SQL("SELECT output_dir FROM {}{} ORDER BY started_at DESC LIMIT 1").format(
+            self._t("runs"), cond), params).fetchone()
+        return row[0] if row else None
+
     # ---- reading ------------------------------------------------------------------------------
     def status(self, collection: str) -> dict:
         coll = self.get_collection(collection)

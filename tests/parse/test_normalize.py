@@ -37,3 +37,10 @@ def test_link_reference_definitions_are_dropped():
 
 def test_list_indentation_survives():
     assert normalize("- item\n  continued  here", "list", Counter()) == "- item\n  continued here"
+
+
+def test_html_comments_and_printed_page_numbers_are_dropped():
+    counts = Counter()
+    text = "Intro <!-- editor note --> text.\nPage 3 of 12\n- 7 -\nThe 7 rules stay."
+    assert normalize(text, "p", counts) == "Intro text.\nThe 7 rules stay."
+    assert counts["html_comments"] == 1 and counts["page_numbers"] == 2

@@ -1,0 +1,61 @@
+"""Frozen corpora: a manifest (relative path, sha256, size) that pins exactly which files a run reads.
+
+`corpusmill freeze DIR --tag NAME` writes one; `ingest`/`plan --manifest FILE` then process exactly
+that snapshot. A listed file whose content changed since the freeze, or that disappeared, is
+reported and left out; it is never silently read in its new state. Files not in the manifest are
+ignored, so deletions are planned only for documents the manifest no longer lists.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from jobs.sources.discover import SourceFile, discover
+
+
+@dataclass
+class Snapshot:
+    files: list[SourceFile]  # listed and unchanged: what the run reads
+    changed: list[str] = field(default_factory=list)  # listed, but the content differs now
+    missing: list[str] = field(default_factory=list)  # listed, but gone
+
+
+def freeze(roots: list[Path], include: list[str], exclude: list[str], tag: str, out: Path) -> dict:
+    files = discover(roots, include, exclude)
+    manifest = {
+        "tag": tag,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "roots": [str(Path(r).resolve()) for r in roots],
+        "files": [{"source_path": f.source_path, "sha256": f.content_sha256, "size": f.size_bytes} for f in files],
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    return manifest
+
+
+def load_manifest(path: Path) -> dict:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read manifest {path}: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("files"), list) or not data.get("roots"):
+        raise ValueError(f"{path} is not a corpusmill manifest (expected 'roots' and 'files'; see `corpusmill freeze`)")
+    return data
+
+
+def snapshot(manifest: dict, roots: list[Path], include: list[str], exclude: list[str]) -> Snapshot:
+    """The files of `manifest` as they are now under `roots`, split into unchanged, changed and missing."""
+    current = {f.source_path: f for f in discover(roots, include, exclude)}
+    snap = Snapshot(files=[])
+    for entry in manifest["files"]:
+        f = current.get(entry["source_path"])
+        if f is None:
+            snap.missing.append(entry["source_path"])
+        elif f.content_sha256 != entry["sha256"]:
+            snap.changed.append(entry["source_path"])
+        else:
+            snap.files.append(f)
+    return snap

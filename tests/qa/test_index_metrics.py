@@ -1,0 +1,176 @@
+import statistics
+
+import numpy as np
+import pytest
+from psycopg import sql
+
+from jobs.qa.index_metrics import index_metrics
+
+DIM = 8
+
+
+def _chunk(doc_id, seq, text, vec, collection, token_count=20):
+    return {"chunk_id": f"{doc_id}-{seq}", "collection": collection, "doc_id": doc_id, "source_path": f"{doc_id}.md",
+            "source_type": "markdown", "heading_path": ["T", "H"], "breadcrumb": "T › H", "text": text,
+            "embed_text": f"T › H\n\n{text}", "seq": seq, "char_start": 0, "char_end": len(text), "sheet": None,
+            "row": None, "tags": ["p"], "token_count": token_count, "word_count": 2, "quality": "ok", "omitted": False,
+            "omit_reason": None, "text_sha256": "s", "pipeline_fingerprint": "fp", "run_id": "r1",
+            "embedding": vec, "embedding_model": "m"}
+
+
+def _doc(doc_id, sha="sha1"):
+    return {"doc_id": doc_id, "source_path": f"{doc_id}.md", "source_type": "markdown", "content_sha256": sha,
+            "pipeline_fingerprint": "fp"}
+
+
+def _unit(i, dim=DIM):
+    v = np.zeros(dim, dtype=np.float32)
+    v[i % dim] = 1
+    return v
+
+
+def _vec(*values, dim=DIM):
+    v = np.zeros(dim, dtype=np.float32)
+    v[:len(values)] = values
+    return v
+
+
+def _load(store, name, vectors, token_counts=None, dim=DIM):
+    """One document per call holding one chunk per vector; rerunning replaces it (commit_document is atomic)."""
+    coll = store.ensure_collection(name, "m", dim)
+    token_counts = token_counts or [20] * len(vectors)
+    chunks = [_chunk(name, i, f"text {i}", v, name, t) for i, (v, t) in enumerate(zip(vectors, token_counts))]
+    store.commit_document(coll, _doc(name), chunks, "r1")
+    return coll
+
+
+def _distinct(n):
+    return [_unit(i) for i in range(n)]
+
+
+def test_two_identical_chunks_among_distinct_ones_give_the_exact_duplicate_rate(store):
+    same = _vec(1, 2, 3)
+    coll = _load(store, "qa_idx_dup", [*_distinct(6), same, same.copy()])
+    m = index_metrics(store, coll)
+    assert m["method"] == "exact"
+    assert m["vectors"] == 8 and m["duplicate_checked"] == 8
+    # each copy's nearest other chunk is its twin; the six basis vectors are orthogonal to each other
+    assert m["duplicate_neighbours"] == 2
+    assert m["duplicate_neighbour_rate"] == pytest.approx(2 / 8)
+    assert m["empty_vectors"] == 0 and m["empty_vector_rate"] == 0.0
+    assert m["near_duplicate_cosine"] == 0.995
+
+
+def test_near_duplicate_threshold_is_a_strict_cosine_cut(store):
+    vectors = [
+        _vec(1, 0), _vec(1, 0.045),          # cosine 0.99899: above 0.995
+        _vec(0, 0, 1), _vec(0, 0, 1, 0.15),  # cosine 0.98894: below 0.995, above 0.98
+        _vec(0, 0, 0, 0, 0, 1),
+    ]
+    coll = _load(store, "qa_idx_thresh", vectors)
+    assert index_metrics(store, coll)["duplicate_neighbour_rate"] == pytest.approx(2 / 5)
+    assert index_metrics(store, coll, near_duplicate_cosine=0.98)["duplicate_neighbour_rate"] == pytest.approx(4 / 5)
+
+
+def test_empty_vectors_are_counted_and_kept_out_of_the_duplicate_computation(store):
+    # Two zero vectors: their cosine distance is NaN (0/0), and PostgreSQL orders NaN above every number, so
+    # `similarity > threshold` would be true and they would count as each other's duplicates if not excluded.
+    # The tiny vector (norm 1e-8) points along e0 and would be a cosine-1.0 "duplicate" of it.
+    zero = np.zeros(DIM, dtype=np.float32)
+    tiny = _unit(0) * np.float32(1e-8)
+    coll = _load(store, "qa_idx_empty", [*_distinct(4), zero, zero.copy(), tiny])
+    m = index_metrics(store, coll)
+    assert m["vectors"] == 7
+    assert m["empty_vectors"] == 3
+    assert m["empty_vector_rate"] == pytest.approx(3 / 7)
+    assert m["duplicate_checked"] == 4  # only non-empty vectors are compared
+    assert m["duplicate_neighbours"] == 0 and m["duplicate_neighbour_rate"] == 0.0
+
+
+def test_lone_non_empty_vector_is_checked_and_not_a_duplicate(store):
+    coll = _load(store, "qa_idx_lone", [_unit(0), np.zeros(DIM, dtype=np.float32)])
+    m = index_metrics(store, coll)
+    assert m["duplicate_checked"] == 1 and m["duplicate_neighbours"] == 0
+    assert m["empty_vector_rate"] == pytest.approx(1 / 2)
+
+
+def _spread(n):
+    rng = np.random.default_rng(7)
+    return [v.astype(np.float32) for v in rng.standard_normal((n, 32))]
+
+
+def test_token_shares_distribution_and_warnings(store):
+    # 50 chunks: 3 near-zero (< 8 tokens), 6 at or above 0.97 * 256 = 248.32 tokens, the rest in between
+    tokens = [2, 7, 0] + [248, 249, 256, 256, 300, 250] + list(range(100, 141))
+    coll = _load(store, "qa_idx_tokens", _spread(len(tokens)), tokens, dim=32)
+    m = index_metrics(store, coll, token_limit=256)
+    assert m["tokens"]["n"] == 50
+    assert m["tokens"]["median"] == pytest.approx(statistics.median(tokens))
+    assert m["tokens"]["p95"] == pytest.approx(float(np.percentile(tokens, 95)))  # linear = percentile_cont
+    assert m["tokens"]["max"] == 300
+    assert m["near_zero_share"] == pytest.approx(3 / 50)
+    assert m["at_limit_share"] == pytest.approx(5 / 50)  # 248 < 248.32 is not at the limit
+    assert m["token_limit"] == 256
+    # 6% near-zero warns (> 2%); exactly 10% at the limit does not (> 10% does)
+    assert len(m["warnings"]) == 1 and "fewer than 8 tokens" in m["warnings"][0] and "6.0%" in m["warnings"][0]
+
+    m = index_metrics(store, coll, token_limit=250)  # threshold 242.5: six chunks, 12%
+    assert m["at_limit_share"] == pytest.approx(6 / 50)
+    assert any("250-token limit" in w and "12.0%" in w for w in m["warnings"])
+    assert len(m["warnings"]) == 2
+
+
+def test_without_token_limit_there_is_no_at_limit_share(store):
+    tokens = [1] + [50] * 49  # 2% near-zero: at the threshold, no warning
+    coll = _load(store, "qa_idx_nolimit", _spread(len(tokens)), tokens, dim=32)
+    m = index_metrics(store, coll)
+    assert m["at_limit_share"] is None and m["token_limit"] is None
+    assert m["near_zero_share"] == pytest.approx(0.02)
+    assert m["warnings"] == []
+
+
+def test_hnsw_method_agrees_with_exact_on_a_small_collection(store):
+    same = _vec(1, 2, 3)
+    zero = np.zeros(DIM, dtype=np.float32)
+    coll = _load(store, "qa_idx_hnsw", [*_distinct(5), same, same.copy(), zero])
+    exact = index_metrics(store, coll)
+    assert store.ensure_hnsw_index(coll) is True
+    approx = index_metrics(store, coll, exact_below=1)
+    assert exact["method"] == "exact" and approx["method"] == "hnsw"
+    assert approx["duplicate_checked"] == exact["duplicate_checked"] == 7
+    assert approx["duplicate_neighbours"] == exact["duplicate_neighbours"] == 2
+    assert approx["duplicate_neighbour_rate"] == pytest.approx(2 / 7)
+    assert approx["empty_vectors"] == 1
+
+
+def test_hnsw_query_uses_the_index_when_the_planner_may_not_avoid_it(store):
+    # On a tiny table the planner may prefer a flat scan; forbidding seq scans shows the query shape is one the
+    # HNSW index can serve (an outer-row query vector in ORDER BY ... LIMIT 1), which is what large tables get.
+    coll = _load(store, "qa_idx_plan", _distinct(6))
+    store.ensure_hnsw_index(coll)
+    table = sql.Identifier(store.schema, coll.chunk_table)
+    stmt = sql.SQL("EXPLAIN SELECT nn.d FROM {t} AS a LEFT JOIN LATERAL (SELECT b.embedding <=> a.embedding AS d "
+                   "FROM {t} AS b WHERE b.chunk_id <> a.chunk_id ORDER BY b.embedding <=> a.embedding LIMIT 1) nn "
+                   "ON true").format(t=table)
+    with store.conn.transaction():
+        store.conn.execute("SET LOCAL enable_seqscan = off")
+        plan = "\n".join(r[0] for r in store.conn.execute(stmt))
+    assert f"{coll.chunk_table}_hnsw" in plan
+
+
+def test_hnsw_path_without_an_index_is_left_unmeasured_with_a_warning(store):
+    coll = _load(store, "qa_idx_noindex", _distinct(3))
+    m = index_metrics(store, coll, exact_below=1)
+    assert m["method"] is None and m["duplicate_neighbour_rate"] is None
+    assert any("HNSW index" in w for w in m["warnings"])
+    assert m["vectors"] == 3 and m["empty_vector_rate"] == 0.0  # the rest is still measured
+
+
+def test_empty_collection(store):
+    coll = store.ensure_collection("qa_idx_none", "m", DIM)
+    m = index_metrics(store, coll, token_limit=128)
+    assert m["vectors"] == 0 and m["empty_vector_rate"] == 0.0
+    assert m["duplicate_neighbour_rate"] == 0.0 and m["duplicate_checked"] == 0
+    assert m["tokens"] == {"n": 0, "median": None, "p95": None, "max": None}
+    assert m["near_zero_share"] == 0.0 and m["at_limit_share"] == 0.0
+    assert m["warnings"] == []
