@@ -162,6 +162,33 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_reembed(args) -> int:
+    from jobs.config import apply_overrides, load_config
+    from jobs.reembed import run_reembed
+
+    path = args.config or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
+    cfg = apply_overrides(load_config(path), database_url=args.database_url)
+    r = run_reembed(cfg, args.collection, args.model, drop_old=args.drop_old)
+    print(f"collection {r.collection}: {r.old_model} → {r.new_model} (table {r.table})")
+    print(f"re-embedded {r.documents} documents, {r.chunks} chunks in {r.seconds:.1f} s"
+          + (f" (resumed: {r.resumed_from} were already done)" if r.resumed_from else ""))
+    if r.dropped:
+        print("dropped old spaces: " + ", ".join(r.dropped))
+    return 0
+
+
+def cmd_load(args) -> int:
+    from jobs.config import apply_overrides, load_config
+    from jobs.load import load_from_parquet
+
+    path = args.config or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
+    cfg = apply_overrides(load_config(path), database_url=args.database_url)
+    out = load_from_parquet(cfg, [Path(d) for d in args.from_parquet], args.collection)
+    print(f"loaded {out['documents']} documents, {out['vectors']} vectors from {out['runs']} run(s)"
+          + (f" into {out['collection']}" if out.get("collection") else ""))
+    return 0
+
+
 def cmd_freeze(args) -> int:
     from jobs.config import load_config
     from jobs.home import home
@@ -289,6 +316,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", default=None)
     p.add_argument("--database-url")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("reembed", help="a new embedding space for a collection from its stored chunks")
+    p.add_argument("--collection", required=True)
+    p.add_argument("--model", required=True, help="sentence-transformers name, hub id or local path")
+    p.add_argument("--drop-old", action="store_true", help="drop the previous space once switched")
+    p.add_argument("--config", default=None, help="device, dtype, batch size; and the fingerprint to carry over")
+    p.add_argument("--database-url")
+    p.set_defaults(func=cmd_reembed)
+
+    p = sub.add_parser("load", help="reload the database from runs' Parquet without recomputation")
+    p.add_argument("--from-parquet", nargs="+", required=True, metavar="RUN_DIR", help="oldest first")
+    p.add_argument("--collection", help="load into this collection instead of the one recorded")
+    p.add_argument("--config", default=None)
+    p.add_argument("--database-url")
+    p.set_defaults(func=cmd_load)
 
     p = sub.add_parser("freeze", help="write a manifest (path, sha256, size) that pins a corpus snapshot")
     p.add_argument("dirs", nargs="+", metavar="DIR")

@@ -16,11 +16,16 @@ import pyarrow.parquet as pq
 
 from jobs.rows import CONTRACT_FIELDS, CONTRACT_NAMES
 
+# Beyond the contract: the document's content hash, so `corpusmill load --from-parquet` can rebuild
+# the documents table (the checkpoint) without the sources.
+EXTRA_FIELDS = [pa.field("content_sha256", pa.string())]
+PARQUET_NAMES = CONTRACT_NAMES + [f.name for f in EXTRA_FIELDS]
+
 
 def contract_schema(dimension: int) -> pa.Schema:
     fields = [pa.field("embedding", pa.list_(pa.float32(), dimension)) if f.name == "embedding" else f
               for f in CONTRACT_FIELDS]
-    return pa.schema(fields)
+    return pa.schema(fields + EXTRA_FIELDS)
 
 
 class RunOutput:
@@ -37,7 +42,7 @@ class RunOutput:
     def write_part(self, rows: list[dict]) -> Path | None:
         if not rows:
             return None
-        table = pa.Table.from_pylist([{k: r.get(k) for k in CONTRACT_NAMES} for r in rows], schema=self.schema)
+        table = pa.Table.from_pylist([{k: r.get(k) for k in PARQUET_NAMES} for r in rows], schema=self.schema)
         path = self.chunks_dir / f"part-{self._next:05d}.parquet"
         tmp = path.with_suffix(".parquet.tmp")
         pq.write_table(table, tmp, compression="zstd")

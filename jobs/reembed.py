@@ -1,0 +1,87 @@
+"""Reprocess a collection's stored chunks with another embedding model, beside the old space.
+
+The new space is its own chunk table (own dimension, own HNSW index), filled document by document
+in transactions, so a killed re-embed resumes where it stopped. When every document is in, the
+collection switches to it in one transaction and the previous space is retired (`--drop-old`
+drops it). Chunks are re-embedded from their stored `embed_text`: boundaries stay as chunked; re-run
+`ingest` with the new model in the config to re-chunk to its token limit.
+
+It embeds in the driver process, on its GPU when it has one (`embedding.device`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+from jobs.config import JobConfig
+from jobs.embed.encoder import Embedder
+from jobs.embed.models import resolve_model
+from jobs.ingest import database_url
+from jobs.store.pgvector import PgStore, UnknownCollection
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReembedResult:
+    collection: str
+    old_model: str
+    new_model: str
+    table: str
+    documents: int  # re-embedded in this run
+    resumed_from: int  # documents already in the new space when this run started
+    chunks: int
+    seconds: float
+    dropped: list[str]
+
+
+def _dimension(model: str) -> int:
+    info = resolve_model(model)
+    if info.dimension:
+        return info.dimension
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(info.location, device="cpu").get_embedding_dimension()
+
+
+def _fingerprint_with(cfg: JobConfig, model: str) -> str:
+    data = cfg.model_dump(by_alias=True)
+    data["embedding"]["model"] = model
+    return JobConfig.model_validate(data).fingerprint()
+
+
+def run_reembed(cfg: JobConfig, collection: str, model: str, *, drop_old: bool = False,
+                docs_per_batch: int = 32) -> ReembedResult:
+    started = time.monotonic()
+    with PgStore(database_url(cfg), cfg.database.schema_name) as store:
+        store.migrate()
+        active = store.get_collection(collection)
+        if active is None:
+            raise UnknownCollection(f"no collection named {collection!r}")
+        space = store.begin_space(active, model, _dimension(model))
+        todo = store.docs_missing_from(active, space)
+        already = store.document_count(space)
+        log.info("re-embedding %s with %s: %d documents to go, %d already done", collection, model, len(todo), already)
+        emb = cfg.embedding
+        embedder = Embedder(model, device=emb.device, dtype=emb.dtype, encode_batch_size=emb.encode_batch_size,
+                            torch_threads=emb.torch_threads, num_gpus=emb.resources.num_gpus)
+        chunks_done = 0
+        for i in range(0, len(todo), docs_per_batch):
+            chunks = store.chunks_of(active, todo[i:i + docs_per_batch])
+            vectors = embedder.encode([c["embed_text"] for c in chunks])
+            per_doc: dict[str, list[dict]] = defaultdict(list)
+            for c, v in zip(chunks, vectors):
+                per_doc[c["doc_id"]].append(dict(c, embedding=v, embedding_model=model))
+            for doc_id, rows in per_doc.items():
+                store.load_space_document(space, doc_id, rows)
+            chunks_done += len(chunks)
+            log.info("re-embedded %d/%d documents (%d chunks)", min(i + docs_per_batch, len(todo)), len(todo),
+                     chunks_done)
+        store.ensure_hnsw_index(space, cfg.database.hnsw_m, cfg.database.hnsw_ef_construction)
+        store.switch_space(active, space, _fingerprint_with(cfg, active.embedding_model), _fingerprint_with(cfg, model))
+        dropped = store.drop_retired(collection) if drop_old else []
+    return ReembedResult(collection, active.embedding_model, model, space.chunk_table, len(todo), already,
+                         chunks_done, time.monotonic() - started, dropped)

