@@ -107,8 +107,61 @@ class QualityConfig(_Strict):
 
 
 class ExcelConfig(_Strict):
-    header_scan_rows: int = Field(30, ge=1)
+    """Excel and CSV rows: how workbooks are opened safely, where tables are found, which rows are kept."""
+
+    header_scan_rows: int = Field(30, ge=1, description="rows read ahead to find a table's header")
     max_file_bytes: int = Field(200 * 1024 * 1024, ge=1)
+    # Zip-bomb guards, checked from the zip directory before openpyxl opens anything.
+    max_uncompressed_bytes: int = Field(2 * 1024**3, ge=1, description="summed uncompressed size of all zip entries")
+    max_compression_ratio: float = Field(
+        200.0, gt=1, description="largest uncompressed/compressed ratio of one zip entry (entries of 1 MiB and more)")
+    max_zip_entries: int = Field(10_000, ge=1, description="most files a workbook's zip archive may hold")
+    header_rows: list[dict[str, str | int]] = Field(
+        default_factory=list,
+        description="pinned headers: [{file: glob, sheet: glob, header_row: N}]; N is the Excel row number of the "
+        "header, 0 = the sheet has no header row; a pinned sheet holds one table")
+    templates_dir: Path = Field(Path("configs/templates"),
+                                description="row templates (*.yaml), relative to the working directory; missing = none")
+    min_fields: int = Field(2, ge=1, description="rows with fewer non-empty cells are omitted (`min_fields`)")
+    min_words: int = Field(8, ge=0, description="rendered rows with fewer words are omitted (`min_words`)")
+    max_words: int = Field(200, ge=1, description="rendered rows with more words are omitted as too_long (`max_words`)")
+    numeric_ratio: float | None = Field(
+        0.8, gt=0, le=1,
+        description="rows at least this numeric, with no text cell and no template, are omitted (`numeric`); "
+        "null: off")
+    structural_patterns: list[str] = Field(
+        default_factory=lambda: [
+            # "Chapter 1", "Section 2.3", "Part iv", "Appendix B", "Page 12": document furniture, not data
+            r"(?:chapter|section|part|appendix|annex|page)\s*(?:\d+(?:\.\d+)*|[ivxlcdm]+|[a-z])\.?",
+            # "Total", "Subtotal", "Grand total", "Totals:": aggregate rows repeat what the rows above say
+            r"(?:sub|grand\s*)?totals?\s*:?",
+            # "continued", "(cont'd)": page-break markers
+            r"\(?(?:continued|cont(?:'|\.)?d)\)?",
+            # "-----", "=====", "***": separator rows (cells with no letter or digit)
+            r"[\W_]+",
+        ],
+        description="regexes (full match, case-insensitive) for labels that make a row structural (`structural`)")
+
+    @field_validator("header_rows")
+    @classmethod
+    def _header_pins(cls, pins: list[dict]) -> list[dict]:
+        for pin in pins:
+            unknown = set(pin) - {"file", "sheet", "header_row"}
+            if unknown or not isinstance(pin.get("header_row"), int) or pin["header_row"] < 0:
+                raise ValueError(f"excel.header_rows entries are {{file: glob, sheet: glob, header_row: int >= 0}}, "
+                                 f"got {pin!r}")
+        return [{"file": str(p.get("file", "*")), "sheet": str(p.get("sheet", "*")), "header_row": p["header_row"]}
+                for p in pins]
+
+    @field_validator("structural_patterns")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
+        for p in patterns:
+            try:
+                re.compile(p)
+            except re.error as exc:
+                raise ValueError(f"excel.structural_patterns: {p!r} is not a valid regex ({exc})") from exc
+        return patterns
 
 
 class EmbeddingConfig(_Strict):

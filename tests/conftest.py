@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,12 +21,15 @@ BIN = Path(sys.executable).parent
 
 
 @pytest.fixture(scope="session")
-def cm_home(tmp_path_factory) -> Path:
-    home = tmp_path_factory.mktemp("corpusmill-home")
+def cm_home() -> Path:
+    # Not under pytest's basetemp: pytest prunes old basetemps when another session starts, which
+    # would delete a running server's data directory under it.
+    home = Path(tempfile.mkdtemp(prefix="corpusmill-test-"))
     os.environ["CORPUSMILL_HOME"] = str(home)
     os.environ.pop("DATABASE_URL", None)
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    return home
+    yield home
+    shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -73,7 +73,7 @@ def test_reembed_killed_resumes_switches_and_drops_old(tmp_path, corpus, env, pg
     q = cli("search", "--collection", "e2e_reembed", "--json", "-k", "2", "--config", str(cfg),
             "How do I define redirects for the development server?", env=env)
     assert q.returncode == 0, q.stderr
-    assert '"hugo/server.md"' in q.stdout
+    assert 'hugo/server.md"' in q.stdout  # copyNN/hugo/server.md
 
     out = cli("reembed", "--collection", "e2e_reembed", "--model", ORIGINAL, "--drop-old", "--config", str(cfg),
               env=env)
