@@ -189,6 +189,15 @@ def cmd_load(args) -> int:
     return 0
 
 
+def cmd_templates(args) -> int:
+    from jobs.config import load_config
+    from jobs.parse.excel import preview
+
+    cfg = load_config(args.config or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None))
+    print(preview(Path(args.file), sheet=args.sheet, n=args.n, excel=cfg.excel, quality=cfg.quality))
+    return 0
+
+
 def cmd_freeze(args) -> int:
     from jobs.config import load_config
     from jobs.home import home
@@ -331,6 +340,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", default=None)
     p.add_argument("--database-url")
     p.set_defaults(func=cmd_load)
+
+    p = sub.add_parser("templates", help="Excel row templates: preview how a workbook's rows render")
+    tsub = p.add_subparsers(dest="templates_command", required=True)
+    t = tsub.add_parser("preview", help="per sheet: detected header, template matched, rendered and discarded rows")
+    t.add_argument("file", metavar="FILE")
+    t.add_argument("--sheet")
+    t.add_argument("-n", type=int, default=10, help="rows to show per sheet")
+    t.add_argument("--config", default=None)
+    t.set_defaults(func=cmd_templates)
 
     p = sub.add_parser("freeze", help="write a manifest (path, sha256, size) that pins a corpus snapshot")
     p.add_argument("dirs", nargs="+", metavar="DIR")

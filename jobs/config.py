@@ -103,7 +103,7 @@ class QualityConfig(_Strict):
     context_dead_starters: list[str] = Field(default_factory=lambda: list(DEFAULT_DEAD_STARTERS))
     context_dead_max_words: int = Field(
         40, ge=0, description="a chunk that opens with a starter is dead only if this short: longer ones carry content")
-    min_fields: int = Field(2, ge=1, description="Excel rows with fewer non-empty cells are omitted")
+
 
 
 class ExcelConfig(_Strict):
@@ -235,7 +235,10 @@ class JobConfig(_Strict):
             "sentences_model": self.sentences.model,
             "chunking": self.chunking.model_dump(),
             "quality": self.quality.model_dump(),
-            "excel": self.excel.model_dump(exclude={"max_file_bytes"}),
+            "excel": self.excel.model_dump(mode="json", exclude={
+                "max_file_bytes", "max_uncompressed_bytes", "max_compression_ratio", "max_zip_entries"}),
+            # Editing a row template changes the chunks of the workbooks it matches.
+            "excel_templates": _dir_digest(self.excel.templates_dir),
             "embedding_model": self.embedding.model,
         }
         blob = json.dumps(relevant, sort_keys=True, default=str).encode()
@@ -247,6 +250,14 @@ class JobConfig(_Strict):
         if data["database"].get("url"):
             data["database"]["url"] = "**********"
         return data
+
+
+def _dir_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    if Path(path).is_dir():
+        for f in sorted(Path(path).glob("*.y*ml")):
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def load_config(path: Path | str | None) -> JobConfig:

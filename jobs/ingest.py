@@ -26,7 +26,7 @@ from jobs.config import JobConfig
 from jobs.embed.encoder import Embedder
 from jobs.embed.models import resolve_model
 from jobs.home import runs_dir
-from jobs.parse.excel import excel_to_chunks
+from jobs.parse.excel import excel_to_chunks, write_discard_report
 from jobs.parse.markdown import parse_documents
 from jobs.qa.gates import check_gates
 from jobs.qa.index_metrics import index_metrics
@@ -277,7 +277,7 @@ def run_ingest(cfg: JobConfig, run_id: str | None = None) -> IngestResult:
                          result.metrics["stages"])
         result.totals = store.status(cfg.collection)
     try:
-        result.report = write_report(run_dir)
+        result.report = write_report(run_dir) | write_discard_report(run_dir)
     except Exception:  # the run's data is committed; a broken plot must not turn it into a failure
         log.exception("could not write the QA report for %s (`corpusmill report --run-id %s` retries)", run_id, run_id)
     return result

@@ -56,7 +56,7 @@ def ray_address(cm_home) -> str:
     temp = Path("/tmp") / f"cmray-{os.getpid()}"  # Unix socket paths must stay short
     # Ray's token auth: `ray start` writes ~/.ray/auth_token; clients must be told to present it.
     os.environ["RAY_AUTH_MODE"] = "token"
-    cmd = [str(BIN / "ray"), "start", "--head", "--num-cpus=4", "--include-dashboard=false",
+    cmd = [str(BIN / "ray"), "start", "--head", "--num-cpus=6", "--include-dashboard=false",
            "--disable-usage-stats", f"--temp-dir={temp}", "--port=0"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     if out.returncode != 0:

@@ -48,6 +48,20 @@ def chunk_rows(pg_url: str, collection: str) -> list[tuple]:
         ).fetchall()
 
 
+def wait_for_done(pg_url: str, collection: str, n: int, proc: subprocess.Popen, timeout: float = 400) -> int:
+    """Poll the checkpoint table until `n` documents are done (or the process ends)."""
+    done, deadline = 0, time.monotonic() + timeout
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        while time.monotonic() < deadline and proc.poll() is None and done < n:
+            try:
+                done = conn.execute("SELECT count(*) FROM corpusmill.documents WHERE collection = %s AND status = 'done'",
+                                    (collection,)).fetchone()[0]
+            except psycopg.errors.UndefinedTable:
+                pass  # the ingest has not created the schema yet
+            time.sleep(0.1)
+    return done
+
+
 def summary_line(stdout: str) -> str:
     return next(line for line in stdout.splitlines() if line.startswith("files:"))
 
@@ -189,20 +203,15 @@ def test_kill_9_and_resume_equals_a_clean_run(tmp_path, corpus, env, pg_url):
 
     proc = subprocess.Popen(CLI + ["ingest", "--config", str(cfg)], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    done, deadline = 0, time.monotonic() + 400
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        while time.monotonic() < deadline and proc.poll() is None:
-            row = conn.execute("SELECT count(*) FROM corpusmill.documents WHERE collection = 'e2e_kill' "
-                               "AND status = 'done'").fetchone()
-            done = row[0]
-            if done >= 5:
-                break
-            time.sleep(0.1)
-    assert proc.poll() is None, "the ingest finished before it could be killed: make the corpus bigger"
-    live = status("e2e_kill", env)  # another process reads progress while the ingest runs
-    assert live["documents"]["done"] >= 5 and live["documents"]["pending"] > 0
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    try:
+        wait_for_done(pg_url, "e2e_kill", 5, proc)
+        assert proc.poll() is None, "the ingest finished before it could be killed: make the corpus bigger"
+        live = status("e2e_kill", env)  # another process reads progress while the ingest runs
+        assert live["documents"]["done"] >= 5 and live["documents"]["pending"] > 0
+    finally:
+        # Killed in any case: a driver left running would hold its actors' CPUs for the next test.
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
     st = status("e2e_kill", env)
     assert 5 <= st["documents"]["done"] < n_docs and st["documents"]["pending"] > 0
 

@@ -47,18 +47,20 @@ def test_reembed_killed_resumes_switches_and_drops_old(tmp_path, corpus, env, pg
 
     proc = subprocess.Popen(CLI + ["reembed", "--collection", "e2e_reembed", "--model", RENAMED, "--config", str(cfg)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline, copied = time.monotonic() + 300, 0
-    while time.monotonic() < deadline and proc.poll() is None:
-        new = [t for t, s in spaces(pg_url, "e2e_reembed").items() if s == "building"]
-        if new and table_exists(pg_url, new[0]):
-            with psycopg.connect(pg_url) as conn:
-                copied = conn.execute(f"SELECT count(DISTINCT doc_id) FROM corpusmill.{new[0]}").fetchone()[0]
-            if copied >= 3:
-                break
-        time.sleep(0.2)
-    assert proc.poll() is None, "the re-embed finished before it could be killed"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    try:
+        deadline, copied = time.monotonic() + 300, 0
+        while time.monotonic() < deadline and proc.poll() is None:
+            new = [t for t, s in spaces(pg_url, "e2e_reembed").items() if s == "building"]
+            if new and table_exists(pg_url, new[0]):
+                with psycopg.connect(pg_url) as conn:
+                    copied = conn.execute(f"SELECT count(DISTINCT doc_id) FROM corpusmill.{new[0]}").fetchone()[0]
+                if copied >= 3:
+                    break
+            time.sleep(0.2)
+        assert proc.poll() is None, "the re-embed finished before it could be killed"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
     assert status("e2e_reembed", env)["embedding_model"] == ORIGINAL  # not switched: still the old space
 
     out = cli("reembed", "--collection", "e2e_reembed", "--model", RENAMED, "--config", str(cfg), env=env)

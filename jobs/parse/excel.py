@@ -840,7 +840,7 @@ class RowDraft:
     verdict: tuple[str, str] | None  # (quality, omit_reason) when a filter omits the row
 
 
-def judge(row: Row, cells: list[str], text: str, templated: bool, cfg: ExcelConfig,
+def judge(row: Row, cells: list[str], text: str, described: bool, cfg: ExcelConfig,
           patterns: list[re.Pattern]) -> tuple[str, str] | None:
     """(quality, `<rule>: <reason>`) for a row the filters omit, None for a row to embed."""
     fields = sum(1 for s in cells if s)
@@ -855,11 +855,13 @@ def judge(row: Row, cells: list[str], text: str, templated: bool, cfg: ExcelConf
         shown = ", ".join(repr(s) for s in structural[:3])
         return "context_dead", (f"structural: its only text is {shown}, matching excel.structural_patterns"
                                 if labels else f"structural: only separators ({shown}), matching excel.structural_patterns")
-    if not templated and cfg.numeric_ratio is not None:
+    # Numbers are context-dead only when nothing says what they are: no template, no header row.
+    if not described and cfg.numeric_ratio is not None:
         numeric = sum(1 for s, k in zip(cells, row.kinds) if k == TYPED and s)
         if numeric >= cfg.numeric_ratio * fields and not any(_WORDY.search(s) for s in labels):
             return "context_dead", (f"numeric: {numeric} of {fields} cells are numbers or dates and no text cell says "
-                                    f"what they describe (excel.numeric_ratio={cfg.numeric_ratio:g}; a template can)")
+                                    f"what they describe (excel.numeric_ratio={cfg.numeric_ratio:g}; "
+                                    "a header row or a template can)")
     words = word_count(text)
     if words < cfg.min_words:
         return "fragment", f"min_words: {words} words, fewer than excel.min_words={cfg.min_words}"
@@ -894,7 +896,7 @@ def _draft(ctx: _Context, table: Table, row: Row) -> RowDraft:
     if text is None:
         text = render_fallback([table.label(i) for i in range(len(cells))], cells)
     path = [ctx.file_name, table.sheet] + ([table.title] if table.title else [])
-    verdict = judge(row, cells, text, used != "fallback", ctx.cfg, ctx.patterns)
+    verdict = judge(row, cells, text, used != "fallback" or table.header_row is not None, ctx.cfg, ctx.patterns)
     return RowDraft(table.sheet, table, row.number, cells, text, used, path, verdict)
 
 

@@ -10,7 +10,9 @@ from typing import Iterator
 
 from jobs.sources.globs import matches
 
-SOURCE_TYPES = {".md": "markdown", ".markdown": "markdown", ".xlsx": "excel", ".xlsm": "excel"}
+# .csv rows go through the Excel path; .xls is accepted only to be refused with a conversion hint.
+SOURCE_TYPES = {".md": "markdown", ".markdown": "markdown", ".xlsx": "excel", ".xlsm": "excel", ".csv": "excel",
+                ".xls": "excel"}
 
 
 @dataclass(frozen=True)

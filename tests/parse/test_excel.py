@@ -2,6 +2,7 @@ import csv
 import datetime as dt
 import json
 import zipfile
+from pathlib import Path
 
 import openpyxl
 import pyarrow.parquet as pq
@@ -95,10 +96,17 @@ def test_real_workbook_rows_carry_their_headers():
     rows = list(read_workbook(str(BOOK), ExcelConfig()))
     sheets = {r[0] for r in rows}
     assert sheets == {"Stanley Cups", "Stanley Cups Since 67"}
-    chunks = excel_to_chunks([_work(BOOK, "stanley-cups.xlsx")], excel=ExcelConfig(), quality=QualityConfig(),
+    no_templates = ExcelConfig(templates_dir=Path("/nonexistent"))
+    chunks = excel_to_chunks([_work(BOOK, "stanley-cups.xlsx")], excel=no_templates, quality=QualityConfig(),
                              embedding_model=MODEL)
     texts = [c["text"] for c in chunks]
     assert "Team: Maple Leafs; Location: TOR; Stanley Cups: 13" in texts
+    # configs/templates/stanley-cups.yaml turns the same rows into sentences (and lifts them out of the
+    # fragment band: 7 words as `Header: value` pairs).
+    templated = excel_to_chunks([_work(BOOK, "stanley-cups.xlsx")], excel=ExcelConfig(templates_dir=TEMPLATES),
+                                quality=QualityConfig(), embedding_model=MODEL)
+    assert "The Blues hockey team (STL) has won 1 Stanley Cups." in [c["text"] for c in templated]
+    assert not any(c["omitted"] for c in templated)
     first = chunks[0]
     # The title row "Stanley Cups" repeats the sheet name, so it is not added to the heading path.
     assert first["heading_path"] == ["stanley-cups.xlsx", "Stanley Cups"]
@@ -255,8 +263,8 @@ def test_mtcars_rows_name_every_column_next_to_its_value(plain):
         assert all(p.split(": ")[1] for p in parts)
     assert rows[0]["text"] == ("mpg: 21; cyl: 6; disp: 160; hp: 110; drat: 3.9; wt: 2.62; qsec: 16.46; vs: 0; am: 1; "
                                "gear: 4; carb: 4")
-    # bare numbers under terse headers: omitted as `numeric` until a template gives them a sentence
-    assert all(r["omitted"] and r["omit_reason"].startswith("numeric: 11 of 11 cells") for r in rows)
+    # numbers under a header row are described by it: kept (a template makes them a sentence)
+    assert not any(r["omitted"] for r in rows)
     assert all("template:fallback" in r["tags"] for r in rows)
 
 
@@ -353,7 +361,7 @@ FILTER_ROWS = [
     ["Widget", None, None, None],                                               # 3: min_fields
     ["Total", None, 1234, None],                                                # 4: structural label
     ["-----", "-----", "-----", None],                                          # 5: separators
-    [None, None, 12, 3.5],                                                      # 6: numeric
+    [None, None, 12, 3.5],                                                      # 6: min_words (headers describe it)
     ["Bolt", "steel", 3, None],                                                 # 7: min_words (6 words)
     ["Gear", " ".join(["tooth"] * 250), 9, None],                               # 8: max_words
     ["Chapter 1", "Section 2", None, None],                                     # 9: structural labels only
@@ -368,14 +376,18 @@ def test_each_filter_rule_records_its_reason(tmp_path, plain):
         3: ("fragment", "min_fields: 1 non-empty cell(s), fewer than excel.min_fields=2"),
         4: ("context_dead", "structural: its only text is 'Total', matching excel.structural_patterns"),
         5: ("context_dead", "structural: only separators ('-----', '-----', '-----'), matching excel.structural_patterns"),
-        6: ("context_dead", "numeric: 2 of 2 cells are numbers or dates and no text cell says what they describe "
-                            "(excel.numeric_ratio=0.8; a template can)"),
         7: ("fragment", "min_words: 6 words, fewer than excel.min_words=8"),
         8: ("too_long", "max_words: 255 words, more than excel.max_words=200"),
         9: ("context_dead", "structural: its only text is 'Chapter 1', 'Section 2', matching excel.structural_patterns"),
     }
     for n, (quality, reason) in expect.items():
         assert (by_row[n]["omitted"], by_row[n]["quality"], by_row[n]["omit_reason"]) == (True, quality, reason)
+    assert by_row[6]["omitted"] and by_row[6]["omit_reason"].startswith("min_words:")
+
+
+def test_numbers_without_any_header_are_context_dead(tmp_path, plain):
+    rows = _chunks(_book(tmp_path / "bare.xlsx", {"Data": [[1, 2.5, 3], [4, 5.5, 6], [7, 8.5, 9]]}), plain)
+    assert rows and all(r["omitted"] and r["omit_reason"].startswith("numeric: 3 of 3 cells") for r in rows)
 
 
 def test_filter_rules_are_configurable(tmp_path, plain):
@@ -400,7 +412,7 @@ def test_discard_report_lists_omitted_rows_with_rule_and_reason(tmp_path, plain)
                      "excel_discarded.csv": run_dir / "qa" / "excel_discarded.csv"}
     table = pq.read_table(paths["excel_discarded.parquet"]).to_pylist()
     assert [(r["row"], r["rule"]) for r in table] == [(3, "min_fields"), (4, "structural"), (5, "structural"),
-                                                      (6, "numeric"), (7, "min_words"), (8, "max_words"),
+                                                      (6, "min_words"), (7, "min_words"), (8, "max_words"),
                                                       (9, "structural")]
     first = table[0]
     assert first == {"file": "filters.xlsx", "sheet": "Parts", "row": 3, "rule": "min_fields",
@@ -417,7 +429,7 @@ def test_discard_report_of_a_run_without_excel_rows(tmp_path):
 
 def test_preview_shows_header_template_rows_and_discards(tmp_path):
     out = preview(READXL / "datasets.xlsx", n=2, excel=ExcelConfig(templates_dir=TEMPLATES), quality=QualityConfig())
-    assert "datasets.xlsx: 3 sheet(s) read, 0 hidden and 0 chart sheet(s) skipped; 3 template(s)" in out
+    assert "datasets.xlsx: 3 sheet(s) read, 0 hidden and 0 chart sheet(s) skipped; 4 template(s)" in out
     assert "== sheet 'mtcars' ==\ntable 1: header row 1; title: —\n" in out
     assert "  header: mpg | cyl | disp | hp | drat | wt | qsec | vs | am | gear | carb\n" in out
     assert "  template: mtcars (datasets.yaml)\n  rows: 32 rendered, 0 discarded\n  first 2 rendered:\n" in out
