@@ -6,28 +6,17 @@ from pydantic import ValidationError
 
 from jobs.qa.gates import _METRICS, GateFailure, QualityGates, check_gates
 from jobs.qa.index_metrics import index_metrics
+from tests.factories import chunk_row, doc_row, unit_vector
 
 DIM = 8
 
 
-def _chunk(doc_id, seq, text, vec, collection, token_count=20):
-    return {"chunk_id": f"{doc_id}-{seq}", "collection": collection, "doc_id": doc_id, "source_path": f"{doc_id}.md",
-            "source_type": "markdown", "heading_path": ["T", "H"], "breadcrumb": "T › H", "text": text,
-            "embed_text": f"T › H\n\n{text}", "seq": seq, "char_start": 0, "char_end": len(text), "sheet": None,
-            "row": None, "tags": ["p"], "token_count": token_count, "word_count": 2, "quality": "ok", "omitted": False,
-            "omit_reason": None, "text_sha256": "s", "pipeline_fingerprint": "fp", "run_id": "r1",
-            "embedding": vec, "embedding_model": "m"}
 
-
-def _doc(doc_id, sha="sha1"):
-    return {"doc_id": doc_id, "source_path": f"{doc_id}.md", "source_type": "markdown", "content_sha256": sha,
-            "pipeline_fingerprint": "fp"}
+_chunk, _doc = chunk_row, doc_row
 
 
 def _unit(i, dim=DIM):
-    v = np.zeros(dim, dtype=np.float32)
-    v[i % dim] = 1
-    return v
+    return unit_vector(i, dim)
 
 
 def _run(fragments=0, embedded=100, done=10, failed=0):

@@ -1,27 +1,18 @@
-import numpy as np
 import pytest
 
 from jobs.store.pgvector import CollectionMismatch, chunk_table_name
+from tests.factories import chunk_row, doc_row, unit_vector
 
 
-def _chunk(doc_id, seq, text, vec, collection="store_t"):
-    return {"chunk_id": f"{doc_id}-{seq}", "collection": collection, "doc_id": doc_id, "source_path": f"{doc_id}.md",
-            "source_type": "markdown", "heading_path": ["T", "H"], "breadcrumb": "T › H", "text": text,
-            "embed_text": f"T › H\n\n{text}", "seq": seq, "char_start": 0, "char_end": len(text), "sheet": None,
-            "row": None, "tags": ["p"], "token_count": 5, "word_count": 2, "quality": "ok", "omitted": False,
-            "omit_reason": None, "text_sha256": "s", "pipeline_fingerprint": "fp", "run_id": "r1",
-            "embedding": vec, "embedding_model": "m"}
+def _chunk(doc_id, seq, text, vec, collection="store_t", token_count=20):
+    return chunk_row(doc_id, seq, text, vec, collection, token_count)
 
 
-def _doc(doc_id, sha="sha1"):
-    return {"doc_id": doc_id, "source_path": f"{doc_id}.md", "source_type": "markdown", "content_sha256": sha,
-            "pipeline_fingerprint": "fp"}
+_doc = doc_row
 
 
 def _unit(i, dim=4):
-    v = np.zeros(dim, dtype=np.float32)
-    v[i % dim] = 1
-    return v
+    return unit_vector(i, dim)
 
 
 def test_migrate_is_idempotent_and_creates_the_contract_tables(store):
