@@ -31,7 +31,7 @@ class _Strict(BaseModel):
 class InputConfig(_Strict):
     roots: list[Path] = Field(default_factory=list, description="directories to walk")
     manifest: Path | None = Field(None, description="a `corpusmill freeze` manifest: process exactly that snapshot")
-    include: list[str] = ["**/*.md", "**/*.markdown", "**/*.xlsx", "**/*.xlsm"]
+    include: list[str] = ["**/*.md", "**/*.markdown", "**/*.xlsx", "**/*.xlsm", "**/*.csv"]
     exclude: list[str] = ["**/.*", "**/.*/**", "**/~$*"]
 
 

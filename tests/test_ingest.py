@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.rows import CONTRACT_NAMES
-from tests.conftest import write_config
+from tests.conftest import REPO, write_config
 
 pytestmark = pytest.mark.slow
 CLI = [sys.executable, "-m", "jobs.cli"]
@@ -164,25 +164,29 @@ def test_incremental_changes_and_config_fingerprint(tmp_path, corpus, env, pg_ur
 
 def test_broken_files_are_recorded_and_retried_while_others_land(tmp_path, corpus, env, pg_url):
     (corpus / "broken.xlsx").write_bytes(b"PK\x03\x04 this workbook was truncated")
+    # A real workbook openpyxl raises on (readxl's test file): a failed file, with a clear message.
+    shutil.copy(REPO / "tests" / "data" / "xlsx" / "readxl" / "los-angeles-arrests-xlsx.xlsx", corpus / "arrests.xlsx")
     (corpus / "latin1.md").write_bytes("# Caf\xe9\n\nNot UTF-8 at all.".encode("latin-1"))
     cfg = write_config(tmp_path / "c.yaml", "e2e_fail", [corpus])
     out = cli("ingest", "--config", str(cfg), env=env)
     assert out.returncode == 1, out.stdout + out.stderr
-    assert "2 failed" in summary_line(out.stdout)
+    assert "3 failed" in summary_line(out.stdout)
     assert "broken.xlsx  [parse_excel]" in out.stdout and "latin1.md  [parse_markdown] NotUtf8Error" in out.stdout
+    assert "arrests.xlsx  [parse_excel] ValueError: openpyxl could not read the workbook" in out.stdout
 
     st = status("e2e_fail", env)
-    assert st["documents"] == {"done": 7, "failed": 2, "pending": 0}
+    assert st["documents"] == {"done": 7, "failed": 3, "pending": 0}
     with psycopg.connect(pg_url) as conn:
         errs = conn.execute("SELECT source_path, stage, error_class FROM corpusmill.errors "
                             "WHERE collection = 'e2e_fail' ORDER BY source_path").fetchall()
-    assert errs == [("broken.xlsx", "parse_excel", "ValueError"), ("latin1.md", "parse_markdown", "NotUtf8Error")]
+    assert errs == [("arrests.xlsx", "parse_excel", "ValueError"), ("broken.xlsx", "parse_excel", "ValueError"),
+                    ("latin1.md", "parse_markdown", "NotUtf8Error")]
 
     (corpus / "latin1.md").write_text("# Café\n\nNow it is proper UTF-8 text about coffee.", encoding="utf-8")
     out = cli("ingest", "--config", str(cfg), env=env)
-    assert out.returncode == 1  # broken.xlsx still fails, and is retried rather than skipped
-    assert summary_line(out.stdout) == "files: 0 added, 0 updated, 2 retried, 7 skipped, 0 deleted, 1 failed"
-    assert status("e2e_fail", env)["documents"] == {"done": 8, "failed": 1, "pending": 0}
+    assert out.returncode == 1  # the workbooks still fail, and are retried rather than skipped
+    assert summary_line(out.stdout) == "files: 0 added, 0 updated, 3 retried, 7 skipped, 0 deleted, 2 failed"
+    assert status("e2e_fail", env)["documents"] == {"done": 8, "failed": 2, "pending": 0}
 
 
 def _big_corpus(src: Path, dst: Path, copies: int) -> Path:

@@ -447,6 +447,32 @@ def _cards(items: list[tuple[str, object, bool]]) -> str:
         f'<div class="k">{_e(k)}</div></div>' for k, v, bad in items) + "</div>"
 
 
+def _index_section(metrics: dict) -> list[str]:
+    """Index health measured in the database after the load, and the quality gates' verdicts."""
+    out = ['<h2 id="index">Index health and quality gates</h2>']
+    index = metrics.get("index")
+    if not index:
+        return out + ['<p class="note">Not measured: this run changed nothing in the collection.</p>']
+    tokens = index.get("tokens") or {}
+    rows = [
+        ["vectors", _num(index.get("vectors"))],
+        ["empty vector rate", f"{index.get('empty_vector_rate', 0):.2%}"],
+        ["duplicate-neighbour rate (cosine > " + _e(index.get("near_duplicate_cosine")) + ")",
+         "-" if index.get("duplicate_neighbour_rate") is None else f"{index['duplicate_neighbour_rate']:.2%}"
+         + f" ({_e(index.get('method'))})"],
+        ["tokens: median / p95 / max", f"{_e(tokens.get('median'))} / {_e(tokens.get('p95'))} / {_e(tokens.get('max'))}"],
+        ["near-zero token share", f"{index.get('near_zero_share', 0):.2%}"],
+        ["at-limit token share", "-" if index.get("at_limit_share") is None else f"{index['at_limit_share']:.2%}"],
+    ]
+    out.append(_table(["metric", "value"], rows, numeric={1}))
+    for warning in index.get("warnings") or []:
+        out.append(f'<p class="warn">{_e(warning)}</p>')
+    gates = metrics.get("gates") or []
+    out.append(''.join(f'<p class="warn">Gate failed: {_e(g["message"])}</p>' for g in gates)
+               or '<p class="note">Every configured quality gate passed.</p>')
+    return out
+
+
 def render_html(run_dir: Path, run_info: dict, metrics: dict, breakdown: dict, failures: list[dict], flagged: list[dict],
                 sample: list[dict], plots: dict[str, bytes], limit: tuple[int, str] | None, sample_size: int,
                 seed: int) -> str:
@@ -474,7 +500,8 @@ def render_html(run_dir: Path, run_info: dict, metrics: dict, breakdown: dict, f
     if not files:
         out.append('<p class="note">No qa/metrics.json: "files done" counts the files that have chunks.</p>')
     out.append('<nav><a href="#plots">Plots</a><a href="#quality">Quality</a><a href="#breakdown">Breakdown</a>'
-               '<a href="#failed">Failed files</a><a href="#flagged">Flagged chunks</a><a href="#sample">Sample</a></nav>')
+               '<a href="#index">Index &amp; gates</a><a href="#failed">Failed files</a>'
+               '<a href="#flagged">Flagged chunks</a><a href="#sample">Sample</a></nav>')
     out.append("</header>")
 
     reported = (metrics.get("chunks") or {}).get("total")
@@ -517,6 +544,8 @@ def render_html(run_dir: Path, run_info: dict, metrics: dict, breakdown: dict, f
                else '<p class="note">No chunks.</p>')
     out.append("<h3>By structural tag</h3>")
     out.append(_group_table("tag", breakdown["by_tag"]) if breakdown["by_tag"] else '<p class="note">No chunks.</p>')
+
+    out.extend(_index_section(metrics))
 
     out.append(f'<h2 id="failed">Failed files ({_num(len(failures))})</h2>')
     if failures:

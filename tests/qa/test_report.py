@@ -202,3 +202,16 @@ def test_empty_run_with_zero_row_part_and_no_metrics(tmp_path):
     written = write_report(run_dir)
     assert "report.html" in written and "tokens_by_source_type.png" not in written
     assert "produced no chunks" in written["report.html"].read_text(encoding="utf-8")
+
+
+def test_report_shows_index_health_and_gate_failures(tmp_path):
+    from jobs.qa.report import _index_section
+
+    metrics = {"index": {"vectors": 10, "empty_vector_rate": 0.0, "duplicate_neighbour_rate": 0.2, "method": "exact",
+                         "near_duplicate_cosine": 0.995, "tokens": {"median": 50, "p95": 90, "max": 100},
+                         "near_zero_share": 0.0, "at_limit_share": 0.1, "warnings": ["a pile at the limit"]},
+               "gates": [{"message": "duplicate_neighbour_rate 0.200 exceeds max_duplicate_neighbour_rate 0.010 by 0.190"}]}
+    html = "".join(_index_section(metrics))
+    assert "20.00% (exact)" in html and "a pile at the limit" in html
+    assert "Gate failed: duplicate_neighbour_rate 0.200 exceeds" in html
+    assert "Not measured" in "".join(_index_section({}))
