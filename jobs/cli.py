@@ -177,6 +177,24 @@ def cmd_reembed(args) -> int:
     return 0
 
 
+def cmd_bench_embedders(args) -> int:
+    from jobs.config import apply_overrides, load_config
+    from jobs.qa.bench_embedders import bench_embedders, format_bench
+
+    path = args.config or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
+    cfg = apply_overrides(load_config(path), database_url=args.database_url)
+    entries, winner = bench_embedders(cfg, args.collection, Path(args.golden), args.models, args.write_winner)
+    if args.json:
+        print(json.dumps({"winner": winner.model, "models": [
+            {"model": e.model, "dimension": e.space.dimension, "embed_seconds": round(e.embed_seconds, 2),
+             **e.report.to_dict()} for e in entries]}, indent=2))
+        return 0
+    print(format_bench(entries, winner))
+    print(f"winner: {winner.model} (recall@5, then @10, then @1)"
+          + (" · the collection now uses it" if args.write_winner else " · --write-winner to switch to it"))
+    return 0
+
+
 def cmd_load(args) -> int:
     from jobs.config import apply_overrides, load_config
     from jobs.load import load_from_parquet
@@ -333,6 +351,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", default=None, help="device, dtype, batch size; and the fingerprint to carry over")
     p.add_argument("--database-url")
     p.set_defaults(func=cmd_reembed)
+
+    p = sub.add_parser("bench-embedders", help="embed a collection's chunks with each model; pick by recall")
+    p.add_argument("--collection", required=True)
+    p.add_argument("--golden", required=True, metavar="FILE")
+    p.add_argument("--models", nargs="+", required=True, metavar="MODEL", help="ties go to the one listed first")
+    p.add_argument("--write-winner", action="store_true", help="switch the collection to the winner's vectors")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--config", default=None)
+    p.add_argument("--database-url")
+    p.set_defaults(func=cmd_bench_embedders)
 
     p = sub.add_parser("load", help="reload the database from runs' Parquet without recomputation")
     p.add_argument("--from-parquet", nargs="+", required=True, metavar="RUN_DIR", help="oldest first")

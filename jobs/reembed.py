@@ -20,7 +20,7 @@ from jobs.config import JobConfig
 from jobs.embed.encoder import Embedder
 from jobs.embed.models import resolve_model
 from jobs.ingest import database_url
-from jobs.store.pgvector import PgStore, UnknownCollection
+from jobs.store.pgvector import Collection, PgStore, UnknownCollection
 
 log = logging.getLogger(__name__)
 
@@ -53,35 +53,56 @@ def _fingerprint_with(cfg: JobConfig, model: str) -> str:
     return JobConfig.model_validate(data).fingerprint()
 
 
+def make_embedder(cfg: JobConfig, model: str) -> Embedder:
+    emb = cfg.embedding
+    return Embedder(model, device=emb.device, dtype=emb.dtype, encode_batch_size=emb.encode_batch_size,
+                    torch_threads=emb.torch_threads, num_gpus=emb.resources.num_gpus)
+
+
+def fill_space(store: PgStore, active: Collection, space: Collection, embedder: Embedder,
+               docs_per_batch: int = 32) -> tuple[int, int]:
+    """Embed the active space's chunks that `space` still lacks into it, document by document.
+    Returns (documents, chunks) embedded now."""
+    todo = store.docs_missing_from(active, space)
+    chunks_done = 0
+    for i in range(0, len(todo), docs_per_batch):
+        chunks = store.chunks_of(active, todo[i:i + docs_per_batch])
+        vectors = embedder.encode([c["embed_text"] for c in chunks])
+        per_doc: dict[str, list[dict]] = defaultdict(list)
+        for c, v in zip(chunks, vectors):
+            per_doc[c["doc_id"]].append(dict(c, embedding=v, embedding_model=space.embedding_model))
+        for doc_id, rows in per_doc.items():
+            store.load_space_document(space, doc_id, rows)
+        chunks_done += len(chunks)
+        log.info("embedded %d/%d documents (%d chunks) into %s", min(i + docs_per_batch, len(todo)), len(todo),
+                 chunks_done, space.chunk_table)
+    return len(todo), chunks_done
+
+
+def open_active(store: PgStore, collection: str) -> Collection:
+    active = store.get_collection(collection)
+    if active is None:
+        raise UnknownCollection(f"no collection named {collection!r}")
+    return active
+
+
+def switch_to(store: PgStore, cfg: JobConfig, active: Collection, space: Collection) -> None:
+    store.switch_space(active, space, _fingerprint_with(cfg, active.embedding_model),
+                       _fingerprint_with(cfg, space.embedding_model))
+
+
 def run_reembed(cfg: JobConfig, collection: str, model: str, *, drop_old: bool = False,
                 docs_per_batch: int = 32) -> ReembedResult:
     started = time.monotonic()
     with PgStore(database_url(cfg), cfg.database.schema_name) as store:
         store.migrate()
-        active = store.get_collection(collection)
-        if active is None:
-            raise UnknownCollection(f"no collection named {collection!r}")
+        active = open_active(store, collection)
         space = store.begin_space(active, model, _dimension(model))
-        todo = store.docs_missing_from(active, space)
         already = store.document_count(space)
-        log.info("re-embedding %s with %s: %d documents to go, %d already done", collection, model, len(todo), already)
-        emb = cfg.embedding
-        embedder = Embedder(model, device=emb.device, dtype=emb.dtype, encode_batch_size=emb.encode_batch_size,
-                            torch_threads=emb.torch_threads, num_gpus=emb.resources.num_gpus)
-        chunks_done = 0
-        for i in range(0, len(todo), docs_per_batch):
-            chunks = store.chunks_of(active, todo[i:i + docs_per_batch])
-            vectors = embedder.encode([c["embed_text"] for c in chunks])
-            per_doc: dict[str, list[dict]] = defaultdict(list)
-            for c, v in zip(chunks, vectors):
-                per_doc[c["doc_id"]].append(dict(c, embedding=v, embedding_model=model))
-            for doc_id, rows in per_doc.items():
-                store.load_space_document(space, doc_id, rows)
-            chunks_done += len(chunks)
-            log.info("re-embedded %d/%d documents (%d chunks)", min(i + docs_per_batch, len(todo)), len(todo),
-                     chunks_done)
+        log.info("re-embedding %s with %s (%d documents already done)", collection, model, already)
+        documents, chunks = fill_space(store, active, space, make_embedder(cfg, model), docs_per_batch)
         store.ensure_hnsw_index(space, cfg.database.hnsw_m, cfg.database.hnsw_ef_construction)
-        store.switch_space(active, space, _fingerprint_with(cfg, active.embedding_model), _fingerprint_with(cfg, model))
+        switch_to(store, cfg, active, space)
         dropped = store.drop_retired(collection) if drop_old else []
-    return ReembedResult(collection, active.embedding_model, model, space.chunk_table, len(todo), already,
-                         chunks_done, time.monotonic() - started, dropped)
+    return ReembedResult(collection, active.embedding_model, model, space.chunk_table, documents, already,
+                         chunks, time.monotonic() - started, dropped)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -92,3 +93,24 @@ def test_reembed_killed_resumes_switches_and_drops_old(tmp_path, corpus, env, pg
     assert reloaded["chunks"] == len(before) and reloaded["documents"]["done"] == st["documents"]["done"]
     plan = cli("plan", "--config", str(cfg), "--collection", "e2e_reloaded", "--json", env=env)
     assert '"skip": 48' in plan.stdout  # the reloaded checkpoint rows make the sources count as done
+
+
+def test_bench_embedders_ranks_models_and_switches_to_the_winner(tmp_path, corpus, env, pg_url):
+    cfg = write_config(tmp_path / "c.yaml", "e2e_bench", [corpus])
+    assert cli("ingest", "--config", str(cfg), env=env).returncode == 0
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text(
+        '{"question": "How do I define redirects for the development server?", "source_path": "hugo/server.md"}\n'
+        '{"question": "How do archetypes create new content?", "source_path": "hugo/archetypes.md"}\n'
+        '{"question": "Which team won 13 Stanley Cups?", "answer": "Maple Leafs"}\n')
+    out = cli("bench-embedders", "--collection", "e2e_bench", "--golden", str(golden), "--models", RENAMED, ORIGINAL,
+              "--write-winner", "--json", "--config", str(cfg), env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    result = json.loads(out.stdout)
+    by_model = {m["model"]: m for m in result["models"]}
+    # The same weights under two names: identical scores, so the tie goes to the model listed first.
+    assert by_model[RENAMED]["recall@5"] == by_model[ORIGINAL]["recall@5"] > 0
+    assert result["winner"] == RENAMED
+    st = status("e2e_bench", env)
+    assert st["embedding_model"] == RENAMED and st["chunks"] > 20
+    assert sorted(spaces(pg_url, "e2e_bench").values()) == ["active", "retired"]

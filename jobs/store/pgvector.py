@@ -245,6 +245,16 @@ class PgStore:
                     self._t("documents")), (new_fingerprint, active.name, old_fingerprint))
             self._refresh_view()
 
+    def drop_space(self, space: Collection) -> None:
+        """Drop a space that is not the collection's active one (a benchmark's scratch space)."""
+        active = self.get_collection(space.name)
+        if active is not None and active.chunk_table == space.chunk_table:
+            raise ValueError(f"{space.chunk_table} is the active space of {space.name!r}; it cannot be dropped")
+        with self.conn.transaction():
+            self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t(space.chunk_table)))
+            self.conn.execute(sql.SQL("DELETE FROM {} WHERE collection = %s AND chunk_table = %s").format(
+                self._t("embedding_spaces")), (space.name, space.chunk_table))
+
     def drop_retired(self, collection: str) -> list[str]:
         tables = [r[0] for r in self.conn.execute(sql.SQL(
             "SELECT chunk_table FROM {} WHERE collection = %s AND status = 'retired'").format(
