@@ -23,23 +23,36 @@ def _add_selectors(p: argparse.ArgumentParser) -> None:
     p.add_argument("--manifest", metavar="FILE", help="process exactly the snapshot frozen by `corpusmill freeze`")
 
 
+def _config_path(args) -> str | None:
+    return getattr(args, "config", None) or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
+
+
+def _db_config(args):
+    """The config for commands that only need the database: file, then --database-url / DATABASE_URL."""
+    from jobs.config import apply_overrides, load_config
+
+    return apply_overrides(load_config(_config_path(args)), database_url=getattr(args, "database_url", None))
+
+
+def _add_db_args(p: argparse.ArgumentParser, config_help: str | None = None) -> None:
+    p.add_argument("--config", default=None, help=config_help)
+    p.add_argument("--database-url", help="PostgreSQL URL (else DATABASE_URL, else the embedded server)")
+
+
 def _load(args) -> "JobConfig":  # noqa: F821
     from jobs.config import apply_overrides, load_config
 
-    path = args.config or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
-    cfg = load_config(path)
+    cfg = load_config(_config_path(args))
     return apply_overrides(cfg, inputs=args.input, collection=args.collection, database_url=args.database_url,
                            output=getattr(args, "output", None), keep_removed=getattr(args, "keep_removed", None),
                            manifest=getattr(args, "manifest", None))
 
 
 def _store(args):
-    from jobs.config import apply_overrides, load_config
     from jobs.ingest import database_url
     from jobs.store.pgvector import PgStore
 
-    path = getattr(args, "config", None) or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
-    cfg = apply_overrides(load_config(path), database_url=getattr(args, "database_url", None))
+    cfg = _db_config(args)
     store = PgStore(database_url(cfg), cfg.database.schema_name)
     store.migrate()
     return cfg, store
@@ -163,11 +176,9 @@ def cmd_report(args) -> int:
 
 
 def cmd_reembed(args) -> int:
-    from jobs.config import apply_overrides, load_config
     from jobs.reembed import run_reembed
 
-    path = args.config or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
-    cfg = apply_overrides(load_config(path), database_url=args.database_url)
+    cfg = _db_config(args)
     r = run_reembed(cfg, args.collection, args.model, drop_old=args.drop_old)
     print(f"collection {r.collection}: {r.old_model} → {r.new_model} (table {r.table})")
     print(f"re-embedded {r.documents} documents, {r.chunks} chunks in {r.seconds:.1f} s"
@@ -178,11 +189,9 @@ def cmd_reembed(args) -> int:
 
 
 def cmd_bench_embedders(args) -> int:
-    from jobs.config import apply_overrides, load_config
     from jobs.qa.bench_embedders import bench_embedders, format_bench
 
-    path = args.config or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
-    cfg = apply_overrides(load_config(path), database_url=args.database_url)
+    cfg = _db_config(args)
     entries, winner = bench_embedders(cfg, args.collection, Path(args.golden), args.models, args.write_winner)
     if args.json:
         print(json.dumps({"winner": winner.model, "models": [
@@ -196,11 +205,9 @@ def cmd_bench_embedders(args) -> int:
 
 
 def cmd_load(args) -> int:
-    from jobs.config import apply_overrides, load_config
     from jobs.load import load_from_parquet
 
-    path = args.config or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
-    cfg = apply_overrides(load_config(path), database_url=args.database_url)
+    cfg = _db_config(args)
     out = load_from_parquet(cfg, [Path(d) for d in args.from_parquet], args.collection)
     print(f"loaded {out['documents']} documents, {out['vectors']} vectors from {out['runs']} run(s)"
           + (f" into {out['collection']}" if out.get("collection") else ""))
@@ -211,7 +218,7 @@ def cmd_templates(args) -> int:
     from jobs.config import load_config
     from jobs.parse.excel import preview
 
-    cfg = load_config(args.config or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None))
+    cfg = load_config(_config_path(args))
     print(preview(Path(args.file), sheet=args.sheet, n=args.n, excel=cfg.excel, quality=cfg.quality))
     return 0
 
@@ -221,7 +228,7 @@ def cmd_freeze(args) -> int:
     from jobs.home import home
     from jobs.sources.manifest import freeze
 
-    cfg = load_config(args.config or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None))
+    cfg = load_config(_config_path(args))
     out = Path(args.output) if args.output else home() / "manifests" / f"{args.tag}.json"
     manifest = freeze([Path(d) for d in args.dirs], cfg.input.include, cfg.input.exclude, args.tag, out)
     print(f"froze {len(manifest['files'])} files as {args.tag!r}: {out}")
@@ -309,8 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("status", help="documents done/failed/pending, last runs, errors")
     p.add_argument("--collection")
-    p.add_argument("--config", default=None)
-    p.add_argument("--database-url")
+    _add_db_args(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
 
@@ -319,8 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", type=int, default=5)
     p.add_argument("--json", action="store_true", help="one JSON line per query")
     p.add_argument("--queries", metavar="FILE", help="one query per line")
-    p.add_argument("--config", default=None)
-    p.add_argument("--database-url")
+    _add_db_args(p)
     p.add_argument("query", nargs="?")
     p.set_defaults(func=cmd_search)
 
@@ -333,23 +338,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--exact", action="store_true", help="flat scan instead of the HNSW index (the index's own loss)")
     p.add_argument("--hits", metavar="FILE", help="per-question hits JSONL (default $CORPUSMILL_HOME/eval/…)")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--config", default=None)
-    p.add_argument("--database-url")
+    _add_db_args(p)
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("report", help="QA artifacts of a run (report.html, plots, flagged chunks, sample)")
     p.add_argument("--run-id", help="default: the latest run (of --collection, if given)")
     p.add_argument("--collection")
-    p.add_argument("--config", default=None)
-    p.add_argument("--database-url")
+    _add_db_args(p)
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("reembed", help="a new embedding space for a collection from its stored chunks")
     p.add_argument("--collection", required=True)
     p.add_argument("--model", required=True, help="sentence-transformers name, hub id or local path")
     p.add_argument("--drop-old", action="store_true", help="drop the previous space once switched")
-    p.add_argument("--config", default=None, help="device, dtype, batch size; and the fingerprint to carry over")
-    p.add_argument("--database-url")
+    _add_db_args(p, "device, dtype, batch size; and the fingerprint to carry over")
     p.set_defaults(func=cmd_reembed)
 
     p = sub.add_parser("bench-embedders", help="embed a collection's chunks with each model; pick by recall")
@@ -358,15 +360,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--models", nargs="+", required=True, metavar="MODEL", help="ties go to the one listed first")
     p.add_argument("--write-winner", action="store_true", help="switch the collection to the winner's vectors")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--config", default=None)
-    p.add_argument("--database-url")
+    _add_db_args(p)
     p.set_defaults(func=cmd_bench_embedders)
 
     p = sub.add_parser("load", help="reload the database from runs' Parquet without recomputation")
     p.add_argument("--from-parquet", nargs="+", required=True, metavar="RUN_DIR", help="oldest first")
     p.add_argument("--collection", help="load into this collection instead of the one recorded")
-    p.add_argument("--config", default=None)
-    p.add_argument("--database-url")
+    _add_db_args(p)
     p.set_defaults(func=cmd_load)
 
     p = sub.add_parser("templates", help="Excel row templates: preview how a workbook's rows render")

@@ -24,7 +24,7 @@ from jobs.chunk.tokens import token_counter
 from jobs.chunk.windows import chunk_documents
 from jobs.config import JobConfig
 from jobs.embed.encoder import Embedder
-from jobs.embed.models import resolve_model
+from jobs.embed.models import embedding_dimension
 from jobs.home import runs_dir
 from jobs.parse.excel import excel_to_chunks, write_discard_report
 from jobs.parse.markdown import parse_documents
@@ -74,16 +74,6 @@ def database_url(cfg: JobConfig) -> str:
 
 def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
-
-
-def embedding_dimension(cfg: JobConfig) -> int:
-    info = resolve_model(cfg.embedding.model)
-    if info.dimension:
-        return info.dimension
-    # A hub model not on disk: loading it is the only way to learn its output size.
-    from sentence_transformers import SentenceTransformer
-
-    return SentenceTransformer(info.location, device="cpu").get_embedding_dimension()
 
 
 def make_plan_for(cfg: JobConfig, store: PgStore) -> tuple[Plan, list]:
@@ -199,7 +189,7 @@ def run_ingest(cfg: JobConfig, run_id: str | None = None) -> IngestResult:
     fingerprint = cfg.fingerprint()
     out_root = Path(cfg.output) if cfg.output else runs_dir()
     run_dir = (out_root / run_id).resolve()
-    dim = embedding_dimension(cfg)
+    dim = embedding_dimension(cfg.embedding.model)
 
     with PgStore(database_url(cfg), cfg.database.schema_name) as store:
         store.migrate()

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from jobs.config import JobConfig
 from jobs.embed.encoder import Embedder
-from jobs.embed.models import resolve_model
+from jobs.embed.models import embedding_dimension
 from jobs.ingest import database_url
 from jobs.store.pgvector import Collection, PgStore, UnknownCollection
 
@@ -36,15 +36,6 @@ class ReembedResult:
     chunks: int
     seconds: float
     dropped: list[str]
-
-
-def _dimension(model: str) -> int:
-    info = resolve_model(model)
-    if info.dimension:
-        return info.dimension
-    from sentence_transformers import SentenceTransformer
-
-    return SentenceTransformer(info.location, device="cpu").get_embedding_dimension()
 
 
 def _fingerprint_with(cfg: JobConfig, model: str) -> str:
@@ -97,7 +88,7 @@ def run_reembed(cfg: JobConfig, collection: str, model: str, *, drop_old: bool =
     with PgStore(database_url(cfg), cfg.database.schema_name) as store:
         store.migrate()
         active = open_active(store, collection)
-        space = store.begin_space(active, model, _dimension(model))
+        space = store.begin_space(active, model, embedding_dimension(model))
         already = store.document_count(space)
         log.info("re-embedding %s with %s (%d documents already done)", collection, model, already)
         documents, chunks = fill_space(store, active, space, make_embedder(cfg, model), docs_per_batch)

@@ -68,6 +68,16 @@ def _dimension_from_files(model_dir: Path) -> int | None:
     return dim
 
 
+def embedding_dimension(ref: str) -> int:
+    """The model's output size: from its files when they are on disk, else by loading it (a hub model)."""
+    info = resolve_model(ref)
+    if info.dimension:
+        return info.dimension
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(info.location, device="cpu").get_embedding_dimension()
+
+
 @lru_cache(maxsize=16)
 def resolve_model(ref: str) -> ModelInfo:
     path = Path(ref).expanduser()

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jobs.config import JobConfig
-from jobs.embed.models import resolve_model
+from jobs.embed.models import embedding_dimension
 from jobs.ingest import database_url
 from jobs.qa.evaluate import EvalReport, evaluate, load_golden
-from jobs.reembed import _dimension, fill_space, make_embedder, open_active, switch_to
+from jobs.reembed import fill_space, make_embedder, open_active, switch_to
 from jobs.store.pgvector import Collection, PgStore
 
 
@@ -35,8 +35,6 @@ class Entry:
 
 def bench_embedders(cfg: JobConfig, collection: str, golden: Path, models: list[str],
                     write_winner: bool = False) -> tuple[list[Entry], Entry]:
-    from sentence_transformers import SentenceTransformer
-
     questions = load_golden(golden)
     entries: list[Entry] = []
     with PgStore(database_url(cfg), cfg.database.schema_name) as store:
@@ -44,19 +42,17 @@ def bench_embedders(cfg: JobConfig, collection: str, golden: Path, models: list[
         active = open_active(store, collection)
         for model in dict.fromkeys(models):  # each once, in the order given
             started = time.monotonic()
+            embedder = make_embedder(cfg, model)  # one load serves the chunks and the questions
             if model == active.embedding_model:
                 space = active
             else:
-                space = store.begin_space(active, model, _dimension(model))
-                embedder = make_embedder(cfg, model)
+                space = store.begin_space(active, model, embedding_dimension(model))
                 fill_space(store, active, space, embedder)
                 store.ensure_hnsw_index(space, cfg.database.hnsw_m, cfg.database.hnsw_ef_construction)
             seconds = time.monotonic() - started
-            query_model = SentenceTransformer(resolve_model(model).location, device="cpu")
 
-            def search(qs: list[str], k: int, space=space, query_model=query_model) -> list[list[dict]]:
-                vectors = query_model.encode(qs, normalize_embeddings=True, show_progress_bar=False)
-                return store.search_many(space, vectors, k, cfg.database.ef_search)
+            def search(qs: list[str], k: int, space=space, embedder=embedder) -> list[list[dict]]:
+                return store.search_many(space, embedder.encode(qs), k, cfg.database.ef_search)
 
             entries.append(Entry(model, space, evaluate(questions, search), seconds))
         winner = max(entries, key=lambda e: e.rank_key)  # ties go to the model listed first
