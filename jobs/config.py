@@ -28,11 +28,72 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _uri(value: object) -> str:
+    """A local path or an object-store URI (s3://, gs://, abfs://); credentials inside a URI are refused."""
+    from jobs.sources.fs import check_uri, scheme_of
+
+    text = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"expected a path or URI, got {value!r}")
+    scheme_of(text)  # an unknown scheme fails here, with the supported ones listed
+    return check_uri(text.strip())
+
+
 class InputConfig(_Strict):
-    roots: list[Path] = Field(default_factory=list, description="directories to walk")
+    roots: list[str] = Field(default_factory=list,
+                             description="directories or object-store prefixes to walk: /path, s3://bucket/prefix, "
+                             "gs://…, abfs://…; file:///path for a filesystem mounted on every Ray node")
     manifest: Path | None = Field(None, description="a `corpusmill freeze` manifest: process exactly that snapshot")
     include: list[str] = ["**/*.md", "**/*.markdown", "**/*.xlsx", "**/*.xlsm", "**/*.csv"]
     exclude: list[str] = ["**/.*", "**/.*/**", "**/~$*"]
+    read_via_driver: bool = Field(
+        False, description="the driver reads local files into the work items, so a multi-node Ray can process a "
+        "local corpus (small corpora only); without it a plain local path on a multi-node Ray is refused")
+    trust_listing: bool = Field(
+        True, description="skip reading files whose listing (size + ETag, or mtime) matches what the store "
+        "recorded; false: read and hash every file on every plan")
+
+    # A rejected root may hold credentials (s3://KEY:SECRET@bucket): the error names the field, not the value.
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+
+    @field_validator("roots", mode="before")
+    @classmethod
+    def _roots(cls, roots: object) -> object:
+        return [_uri(r) for r in roots] if isinstance(roots, (list, tuple)) else roots
+
+
+class StorageConfig(_Strict):
+    """Object storage for input roots and the output location. Credentials are not configured here:
+    they come from each SDK's standard chain (AWS_* variables, ~/.aws profiles, instance or workload
+    roles; GOOGLE_APPLICATION_CREDENTIALS; AZURE_STORAGE_* variables) or from `secret_file`. Nothing here
+    enters the pipeline fingerprint."""
+
+    endpoint_url: str | None = Field(
+        None, description="S3-compatible store (MinIO, Ceph…): http(s)://host:port; else AWS_ENDPOINT_URL_S3 or "
+        "AWS_ENDPOINT_URL when set, else AWS")
+    region: str | None = Field(None, description="S3 region; else AWS_REGION / AWS_DEFAULT_REGION / the profile's")
+    profile: str | None = Field(None, description="AWS profile (~/.aws/config), or the [section] of an INI secret_file")
+    anonymous: bool = Field(False, description="unsigned requests, for public buckets")
+    secret_file: Path | None = Field(
+        None, description="credentials file read by the driver: YAML/JSON with aws_access_key_id, "
+        "aws_secret_access_key, aws_session_token, gcs_token, azure_account_name, azure_account_key, azure_sas_token "
+        "or azure_connection_string; or an AWS INI credentials file. Its values never print")
+
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _endpoint(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(v)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"storage.endpoint_url must be http(s)://host[:port], got {v!r}")
+        if parts.username or parts.password:
+            raise ValueError("storage.endpoint_url must not carry credentials: use storage.secret_file or the environment")
+        return v.rstrip("/")
 
 
 class ResourcesConfig(_Strict):
@@ -72,6 +133,9 @@ class ChunkingConfig(_Strict):
     bullet_merge_words: int = Field(20, ge=0, description="windows of bullets under this merge forward")
     bullet_merge_max_words: int = Field(150, ge=1)
     dedupe_min_words: int = Field(8, ge=1, description="repeated paragraphs this long are kept once per document")
+    running_line_repeats: int = Field(
+        3, ge=0, description="a one-line paragraph shorter than dedupe_min_words that stands alone this many times "
+        "in a document is a printed header or footer and is dropped everywhere (0: off)")
     navigation_see_also: bool = Field(True, description="link-only sections become a `See also:` line")
     structural_tags: bool = Field(True, description="[H2] [P] [LIST]… line between breadcrumb and body")
     breadcrumb_separator: str = " › "
@@ -103,6 +167,8 @@ class QualityConfig(_Strict):
     context_dead_starters: list[str] = Field(default_factory=lambda: list(DEFAULT_DEAD_STARTERS))
     context_dead_max_words: int = Field(
         40, ge=0, description="a chunk that opens with a starter is dead only if this short: longer ones carry content")
+    pointer_max_words: int = Field(
+        10, ge=0, description="a chunk of 'See [link]…' this short only points elsewhere: omitted as context_dead")
 
 
 
@@ -180,6 +246,8 @@ class SinkConfig(_Strict):
 
 class DatabaseConfig(_Strict):
     url: SecretStr | None = Field(None, description="overrides the embedded server; DATABASE_URL wins over it")
+    url_file: Path | None = Field(
+        None, description="a file holding the URL (a mounted secret); DATABASE_URL_FILE names one too")
     schema_name: str = Field("corpusmill", alias="schema")
     hnsw_m: int = Field(16, ge=2)
     hnsw_ef_construction: int = Field(64, ge=4)
@@ -201,9 +269,15 @@ class RayConfig(_Strict):
 
 
 class JobConfig(_Strict):
+    # Errors name the key and say what is wrong, without echoing the value: a rejected URI or URL may
+    # hold credentials (s3://KEY:SECRET@bucket, postgresql://user:password@host).
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+
     collection: str = "notes"
     input: InputConfig = InputConfig()
-    output: Path | None = Field(None, description="run outputs; default $CORPUSMILL_HOME/runs")
+    output: str | None = Field(None, description="run outputs: a directory or an object-store URI "
+                               "(s3://bucket/runs); default $CORPUSMILL_HOME/runs")
+    storage: StorageConfig = StorageConfig()
     keep_removed: bool = False
     markdown: MarkdownConfig = MarkdownConfig()
     sentences: SentencesConfig = SentencesConfig()
@@ -216,6 +290,11 @@ class JobConfig(_Strict):
     ray: RayConfig = RayConfig()
     gates: QualityGates = Field(default_factory=QualityGates,
                                 description="a run that breaks one exits non-zero, naming the gate and by how much")
+
+    @field_validator("output", mode="before")
+    @classmethod
+    def _output(cls, v: object) -> object:
+        return None if v is None else _uri(v)
 
     @field_validator("collection")
     @classmethod
@@ -282,15 +361,18 @@ def apply_overrides(
     output: str | None = None,
     keep_removed: bool | None = None,
     manifest: str | None = None,
+    read_via_driver: bool | None = None,
 ) -> JobConfig:
     """Command-line selectors win over the file; DATABASE_URL wins over the file but not over the flag."""
     data = cfg.model_dump(by_alias=True)
     if inputs:
-        data["input"]["roots"] = [Path(p) for p in inputs]
+        data["input"]["roots"] = [str(p) for p in inputs]
     if collection:
         data["collection"] = collection
     if output:
-        data["output"] = Path(output)
+        data["output"] = str(output)
+    if read_via_driver:
+        data["input"]["read_via_driver"] = True
     if keep_removed:
         data["keep_removed"] = True
     if manifest:
@@ -298,8 +380,24 @@ def apply_overrides(
         if not inputs:
             data["input"]["roots"] = []  # the manifest's own roots, unless --input says otherwise
     url = database_url or os.environ.get("DATABASE_URL")
+    url_file = os.environ.get("DATABASE_URL_FILE") or cfg.database.url_file
     if url:
         data["database"]["url"] = url
+    elif url_file:
+        data["database"]["url"] = read_url_file(Path(url_file))
     elif cfg.database.url is not None:
         data["database"]["url"] = cfg.database.url.get_secret_value()
     return JobConfig.model_validate(data)
+
+
+def read_url_file(path: Path) -> str:
+    """The database URL from a secret file: how a job submitted to a cluster gets it without the URL
+    passing through the command line, the job's environment or its logs. The error names the file,
+    never its content."""
+    try:
+        url = path.read_text(encoding="utf-8").strip()
+    except OSError as e:
+        raise ValueError(f"cannot read the database URL file {path}: {e.strerror}") from None
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise ValueError(f"the database URL file {path} does not hold a postgresql:// URL")
+    return url

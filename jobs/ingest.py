@@ -9,13 +9,13 @@ the job at any moment loses at most the documents in flight; the next run resume
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 
 from jobs import adapter
 from jobs.chunk.ids import doc_id
@@ -25,7 +25,7 @@ from jobs.chunk.windows import chunk_documents
 from jobs.config import JobConfig
 from jobs.embed.encoder import Embedder
 from jobs.embed.models import embedding_dimension
-from jobs.home import runs_dir
+from jobs.home import home, runs_dir
 from jobs.parse.excel import excel_to_chunks, write_discard_report
 from jobs.parse.markdown import parse_documents
 from jobs.qa.gates import check_gates
@@ -33,6 +33,7 @@ from jobs.qa.index_metrics import index_metrics
 from jobs.qa.metrics import run_metrics, write_summary
 from jobs.qa.report import write_report
 from jobs.rows import CHUNK_SCHEMA, DOC_SCHEMA
+from jobs.sources import fs
 from jobs.sources.discover import discover
 from jobs.sources.manifest import load_manifest, snapshot
 from jobs.sources.plan import Plan, make_plan
@@ -76,14 +77,25 @@ def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
 
 
-def make_plan_for(cfg: JobConfig, store: PgStore) -> tuple[Plan, list]:
+def input_roots(cfg: JobConfig) -> list[str]:
+    """The roots a run reads: the config's (or --input), else a manifest's own."""
+    if cfg.input.roots or cfg.input.manifest is None:
+        return list(cfg.input.roots)
+    return list(load_manifest(cfg.input.manifest)["roots"])
+
+
+def make_plan_for(cfg: JobConfig, store: PgStore, storage: fs.StorageOptions | None = None) -> tuple[Plan, list]:
+    """Discover and plan. Files whose listing matches what the store recorded are not read (unless
+    input.trust_listing is off); the sha256 of the others decides add/update/skip."""
+    storage = storage or fs.StorageOptions.from_config(cfg.storage)
     stored = store.stored_documents(cfg.collection)
+    known = stored if cfg.input.trust_listing else None
     if cfg.input.manifest is None:
-        files = discover(cfg.input.roots, cfg.input.include, cfg.input.exclude)
+        files = discover(cfg.input.roots, cfg.input.include, cfg.input.exclude, storage, known)
         return make_plan(files, stored, cfg.fingerprint(), cfg.keep_removed), files
     manifest = load_manifest(cfg.input.manifest)
-    roots = cfg.input.roots or [Path(r) for r in manifest["roots"]]
-    snap = snapshot(manifest, roots, cfg.input.include, cfg.input.exclude)
+    roots = cfg.input.roots or list(manifest["roots"])
+    snap = snapshot(manifest, roots, cfg.input.include, cfg.input.exclude, storage, known)
     # Changed or missing files keep whatever the store holds for them: the snapshot says nothing new.
     held = {p for p in snap.changed + snap.missing}
     plan = make_plan(snap.files, {p: d for p, d in stored.items() if p not in held}, cfg.fingerprint(),
@@ -92,6 +104,20 @@ def make_plan_for(cfg: JobConfig, store: PgStore) -> tuple[Plan, list]:
     for path in plan.not_as_frozen:
         log.warning("%s changed or vanished since the manifest was frozen: left out of this run", path)
     return plan, snap.files
+
+
+# Workers load models from package paths; tokenizers' own threads would fight Ray's workers.
+WORKER_ENV = {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_DISABLE_TELEMETRY": "1"}
+
+
+def driver_runtime_env() -> dict:
+    """The runtime_env this driver adds to its workers'. Inside a submitted Ray job, ray.init refuses
+    to merge a runtime_env that sets a variable the job's own runtime_env sets too, so the job's
+    values stand and only the missing ones are added."""
+    job = json.loads(os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR") or "{}")
+    job_vars = ((job.get("runtime_env") or {}).get("env_vars") or {})
+    extra = {k: v for k, v in WORKER_ENV.items() if k not in job_vars}
+    return {"env_vars": extra} if extra else {}
 
 
 def init_ray(cfg: JobConfig) -> None:
@@ -103,8 +129,7 @@ def init_ray(cfg: JobConfig) -> None:
     kwargs = dict(
         include_dashboard=False,
         log_to_driver=True,
-        # Workers load models from package paths; tokenizers' own threads would fight Ray's workers.
-        runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_DISABLE_TELEMETRY": "1"}},
+        runtime_env=driver_runtime_env(),
     )
     if address:
         ray.init(address=address, **kwargs)
@@ -117,8 +142,21 @@ def init_ray(cfg: JobConfig) -> None:
     ctx.enable_operator_progress_bars = cfg.ray.progress_bars
 
 
-def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict]):
-    """The Ray Data plan: one branch per source type, unioned before the embedding actor pool."""
+def check_reachable(cfg: JobConfig) -> None:
+    """Refuse a plain local input path on a multi-node Ray (see fs.local_read_refusal); Ray must be up."""
+    import ray
+
+    alive = sum(1 for node in ray.nodes() if node.get("Alive"))
+    refusal = fs.local_read_refusal(input_roots(cfg), alive, cfg.input.read_via_driver)
+    if refusal:
+        raise ValueError(refusal)
+
+
+def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
+                  storage: fs.StorageOptions | None = None):
+    """The Ray Data plan: one branch per source type, unioned before the embedding actor pool. Work
+    items carry each source's path or object URI; the parse tasks read it on their own node, with
+    `storage` (endpoint, region, secret-file credentials as SecretStr) shipped in the stage arguments."""
     import ray.data
 
     def source(items):
@@ -131,6 +169,7 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict]):
         md = adapter.apply(md, adapter.Stage("parse_markdown", parse_documents, DOC_SCHEMA, cfg.ray.parse, {
             "title_from_front_matter": cfg.markdown.title_from_front_matter,
             "onenote_headings": cfg.markdown.onenote_headings,
+            "storage": storage,
         }))
         md = adapter.apply(md, adapter.Stage("sentences", SentenceSplitter, DOC_SCHEMA, cfg.sentences.resources, {
             "model": cfg.sentences.model,
@@ -147,6 +186,7 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict]):
         xl = source(xl_items)
         xl = adapter.apply(xl, adapter.Stage("excel", excel_to_chunks, CHUNK_SCHEMA, cfg.ray.excel, {
             "excel": cfg.excel, "quality": cfg.quality, "embedding_model": cfg.embedding.model,
+            "storage": storage,
         }))
         branches.append(xl)
     ds = branches[0] if len(branches) == 1 else branches[0].union(*branches[1:])
@@ -176,7 +216,31 @@ def operator_stats(ds) -> dict:
         return {}
 
 
+_STAGE_OPERATORS = {"parse": ("parse_markdown", "excel"), "sentences": ("sentences",), "chunk": ("chunk",),
+                    "embed": ("embed",)}
+
+
+def stage_summary(stage_stats: dict, vectors: int) -> dict:
+    """Rows and seconds for discover, parse, sentences, chunk, embed and load: the per-stage view kept in
+    the runs table. discover = listing, hashing and the plan; parse/sentences/chunk/embed = summed task
+    time of the stage's Ray operator (an operator Ray fused gives its time to each stage in it, marked
+    `fused`); load = the sink's Parquet writes and per-document COPY commits (rows: vectors loaded)."""
+    def entry(rows: int, seconds: float, **extra) -> dict:
+        return {"rows": rows, "seconds": round(seconds, 3),
+                "rows_per_second": round(rows / seconds, 1) if seconds else None, **extra}
+
+    discover = stage_stats.get("discover_plan", {})
+    out = {"discover": entry(discover.get("files", 0), discover.get("seconds", 0.0))}
+    for stage, names in _STAGE_OPERATORS.items():
+        ops = [(op, s) for op, s in stage_stats.get("pipeline", {}).items() if any(f"({n})" in op for n in names)]
+        out[stage] = entry(sum(s["rows"] for _, s in ops), sum(s["task_seconds"] for _, s in ops),
+                           **({"fused": True} if any("->" in op for op, _ in ops) else {}))
+    out["load"] = entry(vectors, stage_stats.get("sink", {}).get("seconds", 0.0))
+    return out
+
+
 def plan_only(cfg: JobConfig) -> Plan:
+    """What ingest would do; reads only the listing and the files whose listing changed, writes nothing."""
     with PgStore(database_url(cfg), cfg.database.schema_name) as store:
         store.migrate()
         plan, _ = make_plan_for(cfg, store)
@@ -187,27 +251,37 @@ def run_ingest(cfg: JobConfig, run_id: str | None = None) -> IngestResult:
     started = time.monotonic()
     run_id = run_id or new_run_id()
     fingerprint = cfg.fingerprint()
-    out_root = Path(cfg.output) if cfg.output else runs_dir()
-    run_dir = (out_root / run_id).resolve()
+    storage = fs.StorageOptions.from_config(cfg.storage)
+    out_root = cfg.output or str(runs_dir())
+    if fs.is_remote(out_root):  # s3://bucket/runs: written through a local staging copy, for the QA report
+        location, staging = fs.join(out_root, run_id), home() / "staging" / run_id
+    else:
+        location, staging = (fs.local_path(out_root) / run_id).resolve(), None
     dim = embedding_dimension(cfg.embedding.model)
 
     with PgStore(database_url(cfg), cfg.database.schema_name) as store:
         store.migrate()
         coll = store.ensure_collection(cfg.collection, cfg.embedding.model, dim)
         t0 = time.monotonic()
-        plan, _ = make_plan_for(cfg, store)
+        plan, _ = make_plan_for(cfg, store, storage)
         stage_stats: dict = {"discover_plan": {"files": sum(plan.counts().values()) - len(plan.delete),
-                                               "seconds": round(time.monotonic() - t0, 3)}}
-        output = RunOutput(run_dir, dim)
+                                               "read": plan.hashed, "seconds": round(time.monotonic() - t0, 3)}}
+        if plan.to_process:  # before anything is recorded: a run that cannot read its inputs never starts
+            init_ray(cfg)
+            check_reachable(cfg)
+        output = RunOutput(location, dim, storage, staging)
+        run_dir = output.run_dir  # local: the run directory itself, or the staging copy of a remote one
         output.write_json("run.json", {"run_id": run_id, "collection": cfg.collection, "fingerprint": fingerprint,
                                        "plan": plan.counts(), "config": cfg.public_dict()})
-        store.start_run(run_id, cfg.collection, cfg.public_dict(), fingerprint, str(run_dir))
-        result = IngestResult(run_id, cfg.collection, fingerprint, plan.counts(), output_dir=str(run_dir),
+        store.start_run(run_id, cfg.collection, cfg.public_dict(), fingerprint, output.uri)
+        result = IngestResult(run_id, cfg.collection, fingerprint, plan.counts(), output_dir=output.uri,
                               not_as_frozen=plan.not_as_frozen)
         log.info("run %s: %s", run_id, ", ".join(f"{v} {k}" for k, v in plan.counts().items()))
 
         for path in plan.delete:
             store.delete_document(coll, path)
+        # Same content under a new listing (re-uploaded, touched): remember the listing, not to read them again.
+        store.record_listing(cfg.collection, [(f.source_path, f.size_bytes, f.listing_tag) for f in plan.relisted])
 
         items = [{
             "doc_id": doc_id(cfg.collection, f.source_path), "collection": cfg.collection,
@@ -215,14 +289,20 @@ def run_ingest(cfg: JobConfig, run_id: str | None = None) -> IngestResult:
             "content_sha256": f.content_sha256, "size_bytes": f.size_bytes,
             "pipeline_fingerprint": fingerprint, "run_id": run_id,
         } for f in plan.to_process]
+        listing = {i["doc_id"]: {"source_size": f.size_bytes, "source_etag": f.listing_tag}
+                   for i, f in zip(items, plan.to_process)}
         store.mark_pending(cfg.collection, run_id, items)
+        if cfg.input.read_via_driver:
+            for item in items:  # local files only: object-store URIs are read by the tasks themselves
+                if not fs.is_remote(item["abs_path"]):
+                    item["content"] = fs.read_bytes(item["abs_path"])
 
-        sink = DocumentSink(store, coll, output, run_id, len(items), cfg.sink.flush_rows, cfg.sink.flush_seconds)
+        sink = DocumentSink(store, coll, output, run_id, len(items), cfg.sink.flush_rows, cfg.sink.flush_seconds,
+                            listing=listing)
         status = "ok"
         if items:
-            init_ray(cfg)
             ds = build_dataset(cfg, [i for i in items if i["source_type"] == "markdown"],
-                               [i for i in items if i["source_type"] == "excel"])
+                               [i for i in items if i["source_type"] == "excel"], storage)
             try:
                 for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
                     sink.write(batch.to_pylist())
@@ -235,11 +315,15 @@ def run_ingest(cfg: JobConfig, run_id: str | None = None) -> IngestResult:
             sink.record_lost(items)
             stage_stats["pipeline"] = operator_stats(ds)
             stage_stats["sink"] = {"documents": len(items), "seconds": round(sink.seconds, 3)}
+            stage_stats["stages"] = stage_summary(stage_stats, sink.stats.vectors)
             try:
-                (run_dir / "ray_stats.txt").write_text(ds.stats() + "\n", encoding="utf-8")
+                output.write_text("ray_stats.txt", ds.stats() + "\n")
             except Exception:  # stats are a nicety; never fail a finished run over them
                 log.debug("could not write Ray Data stats", exc_info=True)
+            t_index = time.monotonic()
             result.index_built = store.ensure_hnsw_index(coll, cfg.database.hnsw_m, cfg.database.hnsw_ef_construction)
+            stage_stats["stages"]["index"] = {"built": result.index_built,
+                                              "seconds": round(time.monotonic() - t_index, 3)}
 
         result.seconds = time.monotonic() - started
         result.failures = sink.stats.failures
@@ -270,4 +354,10 @@ def run_ingest(cfg: JobConfig, run_id: str | None = None) -> IngestResult:
         result.report = write_report(run_dir) | write_discard_report(run_dir)
     except Exception:  # the run's data is committed; a broken plot must not turn it into a failure
         log.exception("could not write the QA report for %s (`corpusmill report --run-id %s` retries)", run_id, run_id)
+    try:
+        output.publish("qa")  # a remote run directory gets the report (a local one has it already)
+        output.drop_staged_parts()
+    except Exception:
+        log.exception("could not upload the QA report of %s to %s (`corpusmill report --run-id %s` retries)",
+                      run_id, output.uri, run_id)
     return result

@@ -16,21 +16,29 @@ import pyarrow.parquet as pq
 from jobs.chunk.ids import doc_id
 from jobs.config import JobConfig
 from jobs.ingest import database_url
+from jobs.sources import fs
+from jobs.store.parquet import read_chunks
 from jobs.store.pgvector import PgStore
 
 log = logging.getLogger(__name__)
 
 
-def load_from_parquet(cfg: JobConfig, run_dirs: list[Path], collection: str | None = None) -> dict:
+def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: str | None = None) -> dict:
     loaded = {"documents": 0, "vectors": 0, "runs": 0}
+    storage = fs.StorageOptions.from_config(cfg.storage)
     with PgStore(database_url(cfg), cfg.database.schema_name) as store:
         store.migrate()
         coll = None
         for run_dir in run_dirs:
-            parts = Path(run_dir) / "chunks"
-            if not parts.is_dir():
-                raise FileNotFoundError(f"{run_dir} has no chunks/ folder: is it a corpusmill run directory?")
-            table = pq.read_table(parts)
+            if fs.is_remote(run_dir):  # s3://bucket/runs/<run_id>, gs://…, abfs://…
+                table = read_chunks(str(run_dir), storage)
+                if table.num_columns == 0:
+                    raise FileNotFoundError(f"{run_dir} has no chunks/ parts: is it a corpusmill run directory?")
+            else:
+                parts = Path(run_dir) / "chunks"
+                if not parts.is_dir():
+                    raise FileNotFoundError(f"{run_dir} has no chunks/ folder: is it a corpusmill run directory?")
+                table = pq.read_table(parts)
             if "content_sha256" not in table.column_names:
                 raise ValueError(f"{run_dir} was written before runs recorded content_sha256; re-run ingest instead")
             if table.num_rows == 0:

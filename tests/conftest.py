@@ -7,6 +7,7 @@ never see each other's documents or a developer's `.corpusmill/`.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -58,17 +59,56 @@ def ray_address(cm_home) -> str:
     os.environ["RAY_AUTH_MODE"] = "token"
     cmd = [str(BIN / "ray"), "start", "--head", "--num-cpus=6", "--include-dashboard=false",
            "--disable-usage-stats", f"--temp-dir={temp}", "--port=0"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    # Its own session and process group: stop_ray_under finds the daemons by group.
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=180, start_new_session=True)
     if out.returncode != 0:
         raise RuntimeError(f"ray start failed:\n{out.stdout}\n{out.stderr}")
     address = None
     for line in (out.stdout + out.stderr).splitlines():
+        line = re.sub(r"\x1b\[[0-9;]*m", "", line)  # `ray start` colours its hints on some installs
         if "ray start --address=" in line:
             address = line.split("--address=")[1].strip().strip("'\"")
     assert address, out.stdout
     yield address
-    subprocess.run([str(BIN / "ray"), "stop", "--force"], capture_output=True, timeout=120)
+    stop_ray_under(temp)
     shutil.rmtree(temp, ignore_errors=True)
+
+
+def stop_ray_under(temp: Path) -> None:
+    """Kill the Ray processes started with `temp` as their temp dir, and only those.
+
+    `ray stop --force` would kill every Ray on the machine, including another test session's head
+    or a developer's own cluster. The daemons of one `ray start` share a process group and carry
+    their temp dir in their command lines (agents and workers rename themselves, but stay in the
+    group), so the groups of the processes naming `temp` are what is ours.
+    """
+    import signal
+
+    import psutil
+
+    groups = set()
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if any(str(temp) in arg for arg in proc.info["cmdline"] or []):
+                groups.add(os.getpgid(proc.pid))
+        except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
+            continue
+    groups.discard(os.getpgrp())  # never the test session itself
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pgid in groups:
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                pass
+        if sig == signal.SIGTERM:
+            psutil.wait_procs([p for p in psutil.process_iter() if _in_groups(p, groups)], timeout=10)
+
+
+def _in_groups(proc, groups: set[int]) -> bool:
+    try:
+        return os.getpgid(proc.pid) in groups
+    except (ProcessLookupError, PermissionError):
+        return False
 
 
 @pytest.fixture()
@@ -76,6 +116,17 @@ def corpus(tmp_path) -> Path:
     """A private, writable copy of the bundled corpus."""
     dst = tmp_path / "corpus"
     shutil.copytree(CORPUS, dst)
+    return dst
+
+
+def big_corpus(src: Path, dst: Path, copies: int) -> Path:
+    """`copies` copies of the Markdown files under `src`, one directory each: enough documents for a
+    run that can be interrupted part way."""
+    for i in range(copies):
+        for f in src.rglob("*.md"):
+            target = dst / f"copy{i:02d}" / f.relative_to(src)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(f, target)
     return dst
 
 
@@ -95,3 +146,94 @@ def write_config(path: Path, collection: str, roots: list[Path], **overrides) ->
         node[leaf] = value
     path.write_text(yaml.safe_dump(data))
     return path
+
+
+class S3Server:
+    """A real S3 protocol server (moto's server mode) on loopback, with request accounting."""
+
+    def __init__(self, endpoint: str, recording: Path):
+        self.endpoint = endpoint
+        self.recording = recording
+
+    def client(self):
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1")
+
+    def _post(self, action: str) -> None:
+        import urllib.request
+
+        urllib.request.urlopen(urllib.request.Request(f"{self.endpoint}/moto-api/recorder/{action}", method="POST",
+                                                      data=b""), timeout=30).read()
+
+    def record(self):
+        """Context manager: the requests the server receives inside it, as (method, path, query) tuples."""
+        import contextlib
+        import json
+        from urllib.parse import urlsplit
+
+        @contextlib.contextmanager
+        def recording():
+            seen: list[tuple[str, str, str]] = []
+            self._post("reset-recording")
+            self._post("start-recording")
+            try:
+                yield seen
+            finally:
+                self._post("stop-recording")
+                for line in self.recording.read_text().splitlines():
+                    entry = json.loads(line)
+                    url = urlsplit(entry["url"])
+                    seen.append((entry["method"], url.path, url.query))
+        return recording()
+
+
+def object_gets(requests: list[tuple[str, str, str]]) -> list[str]:
+    """The object bodies read (GET of a key, not a listing) among recorded requests."""
+    return [path for method, path, query in requests
+            if method == "GET" and path.count("/") >= 2 and "list-type" not in query and not path.endswith("/")]
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory) -> S3Server:
+    """`python -m moto.server` on a free loopback port for the session; AWS_* point at dummy credentials
+    (moto accepts any) so every process started by the tests finds some in the standard chain."""
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    recording = tmp_path_factory.mktemp("moto") / "recording.jsonl"
+    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    env = dict(os.environ, MOTO_RECORDER_FILEPATH=str(recording))
+    env.pop("MOTO_ENABLE_RECORDING", None)
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2).read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"moto server did not start on {endpoint}") from None
+                time.sleep(0.1)
+        recording.touch()
+        yield S3Server(endpoint, recording)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

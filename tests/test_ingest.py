@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psycopg
 import pyarrow as pa
@@ -17,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.rows import CONTRACT_NAMES
-from tests.conftest import REPO, write_config
+from tests.conftest import REPO, big_corpus, write_config
 
 pytestmark = pytest.mark.slow
 CLI = [sys.executable, "-m", "jobs.cli"]
@@ -189,17 +188,8 @@ def test_broken_files_are_recorded_and_retried_while_others_land(tmp_path, corpu
     assert status("e2e_fail", env)["documents"] == {"done": 8, "failed": 2, "pending": 0}
 
 
-def _big_corpus(src: Path, dst: Path, copies: int) -> Path:
-    for i in range(copies):
-        for f in src.rglob("*.md"):
-            target = dst / f"copy{i:02d}" / f.relative_to(src)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(f, target)
-    return dst
-
-
 def test_kill_9_and_resume_equals_a_clean_run(tmp_path, corpus, env, pg_url):
-    big = _big_corpus(corpus, tmp_path / "big", copies=10)  # 60 documents
+    big = big_corpus(corpus, tmp_path / "big", copies=10)  # 60 documents
     n_docs = len(list(big.rglob("*.md")))
     # Ten copies of the same files are duplicates by construction: the duplicate gate is off here.
     overrides = dict(sink__flush_rows=1, sink__flush_seconds=0.05, gates__max_duplicate_neighbour_rate=None)

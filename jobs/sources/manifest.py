@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from jobs.sources import fs
 from jobs.sources.discover import SourceFile, discover
 
 
@@ -23,12 +24,13 @@ class Snapshot:
     missing: list[str] = field(default_factory=list)  # listed, but gone
 
 
-def freeze(roots: list[Path], include: list[str], exclude: list[str], tag: str, out: Path) -> dict:
-    files = discover(roots, include, exclude)
+def freeze(roots: list, include: list[str], exclude: list[str], tag: str, out: Path,
+           storage: fs.StorageOptions | None = None) -> dict:
+    files = discover(roots, include, exclude, storage)
     manifest = {
         "tag": tag,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "roots": [str(Path(r).resolve()) for r in roots],
+        "roots": [fs.normalize_root(r) for r in roots],
         "files": [{"source_path": f.source_path, "sha256": f.content_sha256, "size": f.size_bytes} for f in files],
     }
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -46,9 +48,11 @@ def load_manifest(path: Path) -> dict:
     return data
 
 
-def snapshot(manifest: dict, roots: list[Path], include: list[str], exclude: list[str]) -> Snapshot:
-    """The files of `manifest` as they are now under `roots`, split into unchanged, changed and missing."""
-    current = {f.source_path: f for f in discover(roots, include, exclude)}
+def snapshot(manifest: dict, roots: list, include: list[str], exclude: list[str],
+             storage: fs.StorageOptions | None = None, known: dict | None = None) -> Snapshot:
+    """The files of `manifest` as they are now under `roots`, split into unchanged, changed and missing.
+    `known` (the store's documents) lets unchanged listings skip the read, as in a plain plan."""
+    current = {f.source_path: f for f in discover(roots, include, exclude, storage, known)}
     snap = Snapshot(files=[])
     for entry in manifest["files"]:
         f = current.get(entry["source_path"])

@@ -13,6 +13,10 @@ class StoredDoc:
     content_sha256: str | None
     pipeline_fingerprint: str | None
     status: str  # done | failed | pending
+    # What the listing said when this content was loaded (size; `etag:…` or `mtime:…`): while a new
+    # listing says the same, discovery trusts content_sha256 without reading the file.
+    source_size: int | None = None
+    source_etag: str | None = None
 
 
 @dataclass
@@ -24,6 +28,13 @@ class Plan:
     delete: list[str] = field(default_factory=list)  # source paths gone from the input
     # With --manifest: listed files that changed or vanished since the freeze (reported, not read).
     not_as_frozen: list[str] = field(default_factory=list)
+    hashed: int = 0  # files read and hashed to make this plan (the rest were unchanged by their listing)
+
+    @property
+    def relisted(self) -> list[SourceFile]:
+        """Skipped files that were read because their listing changed (same content): the store should
+        record their new listing, so the next plan does not read them again."""
+        return [f for f in self.skip if f.hashed]
 
     @property
     def to_process(self) -> list[SourceFile]:
@@ -42,7 +53,7 @@ class Plan:
 def make_plan(
     files: list[SourceFile], stored: dict[str, StoredDoc], fingerprint: str, keep_removed: bool = False
 ) -> Plan:
-    plan = Plan()
+    plan = Plan(hashed=sum(f.hashed for f in files))
     for f in files:
         doc = stored.get(f.source_path)
         if doc is None:

@@ -1,20 +1,32 @@
-"""A run's durable record on disk: chunk Parquet parts, the error list, the run description.
+"""A run's durable record: chunk Parquet parts, the error list, the run description, the QA report.
 
-Parts are written to a temporary name and renamed, so a run killed mid-write never leaves a torn
-file; a resumed run (same --run-id) continues the part numbering. Omitted chunks are kept here
-(the QA report reads them) although they are never embedded or loaded.
+The run directory is a local directory or an object-store URI (s3://bucket/runs/<run_id>, gs://…,
+abfs://…). Locally, parts are written to a temporary name and renamed, so a run killed mid-write never
+leaves a torn file. In an object store a part is uploaded as one object, and an object becomes
+visible only whole (a single PUT, or a multipart upload completed at the end), so it is written in
+place; every file is first written to a local staging copy of the run directory
+($CORPUSMILL_HOME/staging/<run_id>), which is what the QA report is computed from, then uploaded.
+
+A part is written (uploaded) before its documents commit to the database, so the run's Parquet holds
+every committed document. A resumed run (same --run-id) continues the part numbering. Omitted chunks
+are kept here (the QA report reads them) although they are never embedded or loaded.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from jobs.rows import CONTRACT_FIELDS, CONTRACT_NAMES
+from jobs.sources import fs
+
+log = logging.getLogger(__name__)
 
 # Beyond the contract: the document's content hash, so `corpusmill load --from-parquet` can rebuild
 # the documents table (the checkpoint) without the sources.
@@ -28,17 +40,81 @@ def contract_schema(dimension: int) -> pa.Schema:
     return pa.schema(fields + EXTRA_FIELDS)
 
 
+def _part_number(name: str) -> int:
+    return int(name.rsplit("/", 1)[-1].split(".")[0].split("-")[1])
+
+
 class RunOutput:
-    def __init__(self, run_dir: Path, dimension: int):
-        self.run_dir = Path(run_dir)
+    """`location`: the run directory (a path or a URI). `staging`: the local copy of a remote run
+    directory (required for a URI). `run_dir` is always local: the directory the QA code reads."""
+
+    def __init__(self, location: Path | str, dimension: int, storage: fs.StorageOptions | None = None,
+                 staging: Path | None = None):
+        self.schema = contract_schema(dimension)
+        self.storage = storage
+        self.remote = fs.locate(str(location), storage) if fs.is_remote(location) else None
+        if self.remote is not None:
+            if staging is None:
+                raise ValueError("a remote run directory needs a local staging directory")
+            self.uri = self.remote.uri
+            self.run_dir = Path(staging)
+        else:
+            self.run_dir = fs.local_path(location)
+            self.uri = str(self.run_dir)
         self.chunks_dir = self.run_dir / "chunks"
         self.qa_dir = self.run_dir / "qa"
         self.chunks_dir.mkdir(parents=True, exist_ok=True)
         self.qa_dir.mkdir(parents=True, exist_ok=True)
-        self.schema = contract_schema(dimension)
-        existing = sorted(self.chunks_dir.glob("part-*.parquet"))
-        self._next = int(existing[-1].stem.split("-")[1]) + 1 if existing else 0
+        numbers = [_part_number(p.name) for p in self.chunks_dir.glob("part-*.parquet")]
+        if self.remote is not None:
+            numbers = self._sync_parts_down()
+        self._next = max(numbers) + 1 if numbers else 0
 
+    # ---- remote mirror ---------------------------------------------------------------------------
+    def _remote_path(self, rel: str) -> str:
+        return f"{self.remote.path}/{rel}"
+
+    def _sync_parts_down(self) -> list[int]:
+        """Resuming a remote run: the staging copy gets the parts already uploaded (so the report covers
+        the whole run) and loses any part that never made it up (its documents never committed)."""
+        remote_fs, prefix = self.remote.fs, self._remote_path("chunks")
+        try:
+            names = [n for n in remote_fs.ls(prefix, detail=False) if n.rsplit("/", 1)[-1].startswith("part-")
+                     and n.endswith(".parquet")]
+        except FileNotFoundError:
+            names = []
+        uploaded = {n.rsplit("/", 1)[-1] for n in names}
+        for local in self.chunks_dir.glob("part-*.parquet*"):
+            if local.name not in uploaded:
+                local.unlink()
+        for name in names:
+            local = self.chunks_dir / name.rsplit("/", 1)[-1]
+            if not local.exists():
+                remote_fs.get_file(name, str(local))
+        return [_part_number(n) for n in uploaded]
+
+    def _upload(self, local: Path) -> None:
+        if self.remote is None:
+            return
+        rel = local.relative_to(self.run_dir).as_posix()
+        # One PUT of the whole file (s3fs switches to a multipart upload, completed at the end, for large
+        # ones): readers see the object whole or not at all.
+        self.remote.fs.put_file(str(local), self._remote_path(rel))
+
+    def publish(self, subdir: str = "qa") -> None:
+        """Upload what the QA code wrote locally under `subdir` (no-op for a local run directory)."""
+        if self.remote is None:
+            return
+        for path in sorted((self.run_dir / subdir).rglob("*")):
+            if path.is_file():
+                self._upload(path)
+
+    def drop_staged_parts(self) -> None:
+        """After the report: the uploaded parts need not stay on the local disk as well."""
+        if self.remote is not None:
+            shutil.rmtree(self.chunks_dir, ignore_errors=True)
+
+    # ---- writing ---------------------------------------------------------------------------------
     def write_part(self, rows: list[dict]) -> Path | None:
         if not rows:
             return None
@@ -47,6 +123,7 @@ class RunOutput:
         tmp = path.with_suffix(".parquet.tmp")
         pq.write_table(table, tmp, compression="zstd")
         os.replace(tmp, path)
+        self._upload(path)
         self._next += 1
         return path
 
@@ -54,13 +131,38 @@ class RunOutput:
         path = self.run_dir / "errors.parquet"
         schema = pa.schema([(k, pa.string()) for k in ("source_path", "stage", "error_class", "message")])
         pq.write_table(pa.Table.from_pylist(errors, schema=schema), path)
+        self._upload(path)
         return path
 
     def write_json(self, name: str, data: dict) -> Path:
+        return self.write_text(name, json.dumps(data, indent=2, default=str, ensure_ascii=False) + "\n")
+
+    def write_text(self, name: str, text: str) -> Path:
         path = self.run_dir / name
-        path.write_text(json.dumps(data, indent=2, default=str, ensure_ascii=False) + "\n", encoding="utf-8")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        self._upload(path)
         return path
 
 
-def read_chunks(run_dir: Path) -> pa.Table:
+def fetch_run(location: str, storage: fs.StorageOptions | None, staging: Path) -> Path:
+    """A local copy of a run directory in an object store (for `corpusmill report`); a local one as is."""
+    if not fs.is_remote(location):
+        return fs.local_path(location)
+    loc = fs.locate(location, storage)
+    staging.mkdir(parents=True, exist_ok=True)
+    for name in loc.fs.find(loc.path):
+        rel = name[len(loc.path) + 1:]
+        target = staging / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        loc.fs.get_file(name, str(target))
+    return staging
+
+
+def read_chunks(run_dir: Path | str, storage: fs.StorageOptions | None = None) -> pa.Table:
+    """Every chunk part of a run directory, local or in an object store."""
+    if fs.is_remote(run_dir):
+        loc = fs.locate(str(run_dir), storage)
+        parts = sorted(n for n in loc.fs.ls(f"{loc.path}/chunks", detail=False) if n.endswith(".parquet"))
+        return pa.concat_tables([pq.read_table(loc.fs.open(p, "rb")) for p in parts]) if parts else pa.table({})
     return pq.read_table(Path(run_dir) / "chunks")

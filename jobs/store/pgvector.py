@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -289,6 +290,10 @@ class PgStore:
             return False
         with self.conn.transaction():
             self.conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
+            # pgvector builds HNSW in parallel; PostgreSQL's default of 2 workers leaves cores idle on a
+            # bigger server (capped by max_worker_processes; bench: ops/bench/loading.py).
+            self.conn.execute(sql.SQL("SET LOCAL max_parallel_maintenance_workers = {}").format(
+                sql.Literal(max(1, min((os.cpu_count() or 2) - 1, 7)))))
             self.conn.execute(sql.SQL(
                 "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops) "
                 "WITH (m = {}, ef_construction = {})").format(
@@ -299,9 +304,20 @@ class PgStore:
     # ---- documents: plan and checkpoint -------------------------------------------------------
     def stored_documents(self, collection: str) -> dict[str, StoredDoc]:
         rows = self.conn.execute(sql.SQL(
-            "SELECT source_path, content_sha256, pipeline_fingerprint, status FROM {} WHERE collection = %s"
-        ).format(self._t("documents")), (collection,))
+            "SELECT source_path, content_sha256, pipeline_fingerprint, status, source_size, source_etag FROM {} "
+            "WHERE collection = %s").format(self._t("documents")), (collection,))
         return {r[0]: StoredDoc(*r) for r in rows}
+
+    def record_listing(self, collection: str, files: list[tuple[str, int, str | None]]) -> None:
+        """(source_path, size, listing tag) of `done` documents found unchanged in content under a new
+        listing (a re-upload, a touched file): the next plan trusts them without reading them again."""
+        if not files:
+            return
+        with self.conn.transaction(), self.conn.cursor() as cur:
+            cur.executemany(sql.SQL(
+                "UPDATE {} SET source_size = %s, source_etag = %s WHERE collection = %s AND source_path = %s "
+                "AND status = 'done'").format(self._t("documents")),
+                [(size, tag, collection, path) for path, size, tag in files])
 
     def mark_pending(self, collection: str, run_id: str, docs: list[dict]) -> None:
         """Planned documents become `pending` (old chunks stay until each is replaced)."""
@@ -357,14 +373,18 @@ class PgStore:
                       error: str | None) -> None:
         self.conn.execute(sql.SQL(
             "INSERT INTO {} (collection, source_path, doc_id, source_type, content_sha256, pipeline_fingerprint, "
-            "status, chunk_count, run_id, last_error, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now()) "
+            "status, chunk_count, run_id, last_error, source_size, source_etag, updated_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now()) "
             "ON CONFLICT (collection, source_path) DO UPDATE SET doc_id = EXCLUDED.doc_id, "
             "source_type = EXCLUDED.source_type, content_sha256 = EXCLUDED.content_sha256, "
             "pipeline_fingerprint = EXCLUDED.pipeline_fingerprint, status = EXCLUDED.status, "
             "chunk_count = EXCLUDED.chunk_count, run_id = EXCLUDED.run_id, last_error = EXCLUDED.last_error, "
+            "source_size = EXCLUDED.source_size, source_etag = EXCLUDED.source_etag, "
             "updated_at = now()").format(self._t("documents")),
+            # The listing the content came with (absent, e.g. a reload from Parquet: NULL, so the next plan reads it).
             (collection, doc["source_path"], doc["doc_id"], doc["source_type"], doc["content_sha256"],
-             doc["pipeline_fingerprint"], status, chunk_count, run_id, error))
+             doc["pipeline_fingerprint"], status, chunk_count, run_id, error, doc.get("source_size"),
+             doc.get("source_etag")))
 
     def delete_document(self, coll: Collection, source_path: str) -> int:
         """Remove a document that left the input: its chunks and its checkpoint row, together."""

@@ -44,8 +44,11 @@ class SinkStats:
 
 class DocumentSink:
     def __init__(self, store: PgStore, coll: Collection, output: RunOutput, run_id: str, total_docs: int,
-                 flush_rows: int = 2000, flush_seconds: float = 5.0):
+                 flush_rows: int = 2000, flush_seconds: float = 5.0, listing: dict[str, dict] | None = None):
         self.store, self.coll, self.output, self.run_id = store, coll, output, run_id
+        # doc_id -> {source_size, source_etag}: the planned listing, recorded with each commit so the next
+        # plan can trust the content hash without reading the source again.
+        self.listing = listing or {}
         self.total_docs = total_docs
         self.flush_rows, self.flush_seconds = flush_rows, flush_seconds
         self.stats = SinkStats()
@@ -97,7 +100,8 @@ class DocumentSink:
             if r.get("doc_stats"):
                 self.stats.text_changes.update(json.loads(r["doc_stats"]))
         chunks = [r for r in rows if r["row_kind"] == "chunk"]
-        self.stats.vectors += self.store.commit_document(self.coll, head, chunks, self.run_id)
+        doc = head | self.listing.get(head["doc_id"], {})
+        self.stats.vectors += self.store.commit_document(self.coll, doc, chunks, self.run_id)
         self.stats.docs_done += 1
         self.stats.docs_empty += not chunks
         for c in chunks:
