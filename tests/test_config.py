@@ -47,6 +47,28 @@ def test_database_url_is_secret_and_overrides_apply(monkeypatch):
     assert flagged.database.url.get_secret_value() == "postgresql://flag/x"
 
 
+def test_database_url_file_is_read_and_never_shown(tmp_path, monkeypatch):
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    secret = tmp_path / "db-url"
+    secret.write_text("postgresql://u:hunter2@db/x\n")
+    monkeypatch.setenv("DATABASE_URL_FILE", str(secret))
+    cfg = apply_overrides(JobConfig())
+    assert cfg.database.url.get_secret_value() == "postgresql://u:hunter2@db/x"
+    assert "hunter2" not in str(cfg.public_dict())
+    # DATABASE_URL (and the flag) still win over the file.
+    monkeypatch.setenv("DATABASE_URL", "postgresql://env/x")
+    assert apply_overrides(JobConfig()).database.url.get_secret_value() == "postgresql://env/x"
+
+    monkeypatch.delenv("DATABASE_URL")
+    secret.write_text("hunter2 is not a URL")
+    with pytest.raises(ValueError, match="does not hold a postgresql:// URL") as err:
+        apply_overrides(JobConfig())
+    assert "hunter2" not in str(err.value)
+    monkeypatch.setenv("DATABASE_URL_FILE", str(tmp_path / "missing"))
+    with pytest.raises(ValueError, match="cannot read the database URL file"):
+        apply_overrides(JobConfig())
+
+
 def test_baseline_differs_from_local_only_in_strategy():
     local = load_config(REPO / "configs" / "local.yaml").model_dump()
     naive = load_config(REPO / "configs" / "baseline-naive.yaml").model_dump()

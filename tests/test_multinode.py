@@ -1,0 +1,157 @@
+"""A three-node Ray cluster on one machine: a CPU-less head and two worker nodes, each started with
+`ray start`. The ingest is submitted as a Ray job with ops/submit.sh (the database URL comes from a
+secret file), and one worker node is killed while documents are being committed. Afterwards every
+document must be in the store exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import psycopg
+import pytest
+
+from tests.conftest import BIN, REPO, big_corpus, stop_ray_under, write_config
+from tests.test_ingest import chunk_rows, wait_for_done
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _groups_under(temp: Path) -> set[int]:
+    out = set()
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if any(str(temp) in a for a in proc.info["cmdline"] or []):
+                out.add(os.getpgid(proc.pid))
+        except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
+            continue
+    return out
+
+
+class LocalCluster:
+    """`ray start --head` plus worker nodes, each node in its own process group so one can be killed
+    the way a machine dies: raylet, object store and every worker process at once."""
+
+    def __init__(self, temp: Path, env: dict):
+        self.temp, self.env = temp, env
+        self.dashboard = f"http://127.0.0.1:{_free_port()}"
+        self.address = ""
+        self.workers: list[int] = []  # process groups, one per worker node
+
+    def _start(self, *args: str) -> None:
+        # Every node on one machine needs its own agent port (the default 52365 would collide).
+        cmd = [str(BIN / "ray"), "start", "--disable-usage-stats", f"--dashboard-agent-listen-port={_free_port()}", *args]
+        out = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=180, start_new_session=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stdout}\n{out.stderr}")
+        return out.stdout + out.stderr
+
+    def start(self, workers: int, cpus_per_worker: int) -> None:
+        # No CPUs on the head: every task and actor runs on a worker node, so losing one matters.
+        log = self._start("--head", "--num-cpus=0", "--port=0", f"--temp-dir={self.temp}",
+                          "--include-dashboard=true", f"--dashboard-port={self.dashboard.rsplit(':', 1)[1]}")
+        self.address = re.search(r"ray start --address='?([\w.-]+:\d+)", log).group(1)
+        for i in range(workers):
+            before = _groups_under(self.temp)
+            # A temp dir per node, as on separate machines: co-located nodes sharing one would share
+            # the job's unpacked working_dir, and one node's cleanup would pull it from under the driver.
+            self._start(f"--address={self.address}", f"--num-cpus={cpus_per_worker}", f"--temp-dir={self.temp}/w{i}")
+            (new,) = _groups_under(self.temp) - before
+            self.workers.append(new)
+        self.wait_for_job_agent()
+
+    def wait_for_job_agent(self, timeout: float = 180) -> None:
+        """The head's job agent comes up some seconds after `ray start` returns; until then a
+        submission fails with "No available agent to submit job"."""
+        deadline = time.monotonic() + timeout
+        while True:
+            out = subprocess.run([str(BIN / "ray"), "job", "submit", "--address", self.dashboard, "--", "true"],
+                                 env=self.env, capture_output=True, text=True, timeout=120)
+            if out.returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the job agent never came up:\n{out.stdout}\n{out.stderr}")
+            time.sleep(2)
+
+    def alive_nodes(self) -> int:
+        out = subprocess.run([str(BIN / "ray"), "list", "nodes", "--address", self.dashboard, "--format", "json",
+                              "--filter", "state=ALIVE"], env=self.env, capture_output=True, text=True, timeout=60)
+        return len(json.loads(out.stdout)) if out.returncode == 0 else -1
+
+    def kill_worker(self, i: int) -> None:
+        os.killpg(self.workers[i], signal.SIGKILL)
+
+    def stop(self) -> None:
+        stop_ray_under(self.temp)
+
+
+@pytest.fixture()
+def cluster(cm_home, pg_url, tmp_path):
+    temp = Path("/tmp") / f"cmmn-{os.getpid()}"
+    env = dict(os.environ, RAY_AUTH_MODE="token", CORPUSMILL_HOME=str(cm_home), TOKENIZERS_PARALLELISM="false",
+               PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    env.pop("RAY_ADDRESS", None)
+    env.pop("DATABASE_URL", None)
+    c = LocalCluster(temp, env)
+    try:
+        c.start(workers=2, cpus_per_worker=3)
+        yield c
+    finally:
+        c.stop()
+
+
+def test_worker_node_killed_mid_run_every_document_lands_once(tmp_path, corpus, cluster, pg_url):
+    assert cluster.alive_nodes() == 3
+    big = big_corpus(corpus, tmp_path / "big", copies=5)  # 30 documents
+    n_docs = len(list(big.rglob("*.md")))
+    # file://: a filesystem at the same path on every node (here, one machine); a bare local path is
+    # refused on a multi-node cluster.
+    cfg = write_config(tmp_path / "mn.yaml", "e2e_multinode", [f"file://{big}"], sink__flush_rows=1, sink__flush_seconds=0.05,
+                       gates__max_duplicate_neighbour_rate=None)
+    secret = tmp_path / "db-url"
+    secret.write_text(pg_url)
+    env = dict(cluster.env, RAY_ADDRESS=cluster.dashboard, DATABASE_URL_FILE=str(secret))
+    submit = [str(REPO / "ops" / "submit.sh"), "ingest", "--config", str(cfg), "--output", str(tmp_path / "runs")]
+
+    job = subprocess.Popen(submit, env=env | {"SUBMIT_ID": "mn-first"}, cwd=REPO, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    try:
+        done = wait_for_done(pg_url, "e2e_multinode", 5, job, timeout=600)
+        assert job.poll() is None, f"the job ended before a node could be killed ({done} done):\n{job.stdout.read()}"
+        cluster.kill_worker(0)
+        first_log, _ = job.communicate(timeout=900)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    # The URL came from the secret file: it is in neither the submission nor the job's logs.
+    assert pg_url not in first_log and "postgresql://" not in first_log
+
+    if job.returncode != 0:
+        # Ray could not finish on the surviving node: a rerun must resume exactly, loading nothing twice.
+        rerun = subprocess.run(submit, env=env | {"SUBMIT_ID": "mn-rerun"}, cwd=REPO, capture_output=True, text=True,
+                               timeout=900)
+        assert rerun.returncode == 0, first_log + rerun.stdout + rerun.stderr
+
+    rows = chunk_rows(pg_url, "e2e_multinode")
+    with psycopg.connect(pg_url) as conn:
+        docs = conn.execute("SELECT status, count(*), sum(chunk_count) FROM corpusmill.documents "
+                            "WHERE collection = 'e2e_multinode' GROUP BY status").fetchall()
+    assert [(s, n) for s, n, _ in docs] == [("done", n_docs)]
+    assert len({r[0] for r in rows}) == len(rows) == docs[0][2]  # no chunk twice, none missing
+    assert len({(r[1], r[2]) for r in rows}) == len(rows)  # one row per (document, seq)
+    assert {r[1] for r in rows} == {p.relative_to(big).as_posix() for p in big.rglob("*.md")}
+    assert cluster.alive_nodes() == 2
+    print(f"after losing a node: first job rc={job.returncode}, {len(rows)} chunks of {n_docs} documents")
