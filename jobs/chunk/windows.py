@@ -7,7 +7,8 @@
 3. Each group is cut into sentence windows (never across groups) bounded by the embedding model's
    token limit counted with the breadcrumb prefix, preferring to cut between blocks once a window
    is `soft_min_ratio` full; windows overlap by `overlap_sentences / window_sentences` of their units.
-   A single unit over the limit (a long code block or table) stays whole and is labelled `too_long`.
+   A table over the limit is cut between rows (header repeated); a list item or HTML block over it
+   between lines, then sentences. A code block is never cut: over the limit, it is labelled `too_long`.
 4. Short windows of bullets merge forward.
 
 `chunking.strategy: naive` instead cuts the document body into fixed token windows with overlap,
@@ -17,6 +18,7 @@ ignoring structure: the baseline every change is measured against.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 
 from jobs.chunk.ids import chunk_id, sha256_text
@@ -56,11 +58,12 @@ def window_bounds(units: list[Unit], budget: int, window: int, overlap: int, sof
     brim: packing to the limit piles chunks up just under it with their last idea chopped. Overlap
     scales with windows cut short, so short windows never overlap almost entirely. A lead-in
     sentence ending with ':' stays with the oversized block it introduces."""
-    bounds, n, i = [], len(units), 0
+    n = len(units)
     total = sum(u.tokens for u in units)
     target = budget if total <= budget else soft_ratio * budget
     soft = soft_ratio * target
-    while i < n:
+
+    def end_of(i: int) -> int:
         j, tokens = i, 0
         while j < n and j - i < window and (j == i or tokens + units[j].tokens <= budget):
             if j > i and tokens >= soft and units[j].block != units[j - 1].block:
@@ -71,6 +74,16 @@ def window_bounds(units: list[Unit], budget: int, window: int, overlap: int, sof
                 break
         if j == i + 1 and j < n and _leads_in(units[i]) and units[j].tokens > budget:
             j += 1
+        return j
+
+    bounds, i = [], 0
+    while i < n:
+        j = end_of(i)
+        if bounds and j <= bounds[-1][1]:
+            # The overlap cannot reach past the previous window (an oversized block follows): it
+            # would only repeat a tail of it as a chunk of its own, so start after it instead.
+            i = bounds[-1][1]
+            j = end_of(i)
         bounds.append((i, j))
         if j >= n:
             break
@@ -97,14 +110,40 @@ def join_units(text: str, units: list[Unit]) -> str:
     return "".join(parts)
 
 
+def running_lines(text: str, sections_units: list[list[list]], repeats: int, max_words: int) -> set[int]:
+    """Blocks that are a printed running header or footer ("ACME Corp · Confidential"): a one-line
+    paragraph of fewer than `max_words` words standing alone `repeats` or more times in a document.
+    Lead-ins ("For example:") repeat too, and are kept."""
+    if not repeats:
+        return set()
+    by_block: dict[int, list[list]] = {}
+    for units in sections_units:
+        for unit in units:
+            by_block.setdefault(unit[3], []).append(unit)
+    seen: dict[str, list[int]] = {}
+    for block, units in by_block.items():
+        if len(units) != 1 or units[0][2] != "sent":
+            continue
+        line = " ".join(text[units[0][0]:units[0][1]].split())
+        if "\n" in text[units[0][0]:units[0][1]].strip() or line.endswith(":") or word_count(line) >= max_words:
+            continue
+        seen.setdefault(line.casefold(), []).append(block)
+    return {b for blocks in seen.values() if len(blocks) >= repeats for b in blocks}
+
+
 def _prepare(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, stats: Counter):
     """Kept sections with their normalized, deduplicated units, heading units and See-also lines."""
     text = doc["text"]
     seen: set[str] = set()
     kept: list[tuple[dict, list[Unit], Unit | None, list[str]]] = []
-    for sec, raw in zip(json.loads(doc["sections_json"]), json.loads(doc["units_json"])):
+    all_units = json.loads(doc["units_json"])
+    running = running_lines(text, all_units, cfg.running_line_repeats, cfg.dedupe_min_words)
+    for sec, raw in zip(json.loads(doc["sections_json"]), all_units):
         units = []
         for start, end, kind, block in raw:
+            if block in running:
+                stats["running_lines"] += 1
+                continue
             norm = normalize(text[start:end], kind, stats)
             if not norm:
                 continue  # markup only (a shortcode line)
@@ -178,6 +217,64 @@ def split_table(unit: Unit, text: str, counter: TokenCounter, budget: int) -> li
     return out
 
 
+# Where an over-long list item or HTML block may be cut: between lines, then after a sentence's end.
+_SENTENCE_END = re.compile(r"(?<=[.!?;])[ \t]+(?=\S)")
+
+
+def _atoms(src: str, tokens_of, budget: int) -> list[tuple[int, int]]:
+    """[a, b) pieces of `src`: its lines, with lines over `budget` cut again after sentence ends."""
+    out, pos = [], 0
+    for line in src.split("\n"):
+        a, b = pos, pos + len(line)
+        pos = b + 1
+        if not line.strip():
+            continue
+        if tokens_of(line) <= budget:
+            out.append((a, b))
+            continue
+        cut = a
+        for m in _SENTENCE_END.finditer(line):
+            out.append((cut, a + m.start()))
+            cut = a + m.end()
+        out.append((cut, b))
+    return out
+
+
+def split_long_unit(unit: Unit, text: str, counter: TokenCounter, budget: int) -> list[Unit]:
+    """A list item or HTML block over the budget, cut between lines (then sentences) into parts of
+    about equal size, each within the budget where the atoms allow. Each part points at its own
+    source range and is normalized on its own. Code blocks and tables never come here: code is
+    never cut, tables are cut between rows by split_table."""
+    src = text[unit.start:unit.end]
+    atoms = _atoms(src, lambda s: counter.count([s])[0], budget)
+    if len(atoms) < 2:
+        return [unit]
+    sizes = counter.count([src[a:b] for a, b in atoms])
+    greedy, acc = 1, 0
+    for n in sizes:
+        if acc and acc + n > budget:
+            greedy, acc = greedy + 1, 0
+        acc += n
+    target = sum(sizes) / greedy
+    parts, current, acc = [], [], 0
+    for atom, n in zip(atoms, sizes):
+        if current and (acc + n > budget or (acc + n / 2 > target and len(parts) < greedy - 1)):
+            parts.append(current)
+            current, acc = [], 0
+        current.append(atom)
+        acc += n
+    parts.append(current)
+    out = []
+    for part in parts:
+        a, b = part[0][0], part[-1][1]
+        body = normalize(src[a:b], unit.kind, Counter())  # the unit's changes were counted already
+        if body:
+            out.append(Unit(unit.start + a, unit.start + b, unit.kind, unit.block, body, words=word_count(body)))
+    for u, n in zip(out, counter.count([u.text for u in out])):
+        u.tokens = n
+    return out or [unit]
+
+
 def _pack_rows(rows: list, row_tokens: list[int], header_tokens: int, budget: int) -> list[list]:
     parts, current, tokens = [], [], header_tokens
     for row, n in zip(rows, row_tokens):
@@ -195,10 +292,17 @@ def _groups(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, limit: int, s
     budget = max(limit - 48, 16)  # room for the breadcrumb and tag line, measured again per group later
     for _, units, _, _ in kept:
         for i in range(len(units) - 1, -1, -1):
-            if units[i].kind == "table" and units[i].tokens > budget:
+            if units[i].tokens <= budget:
+                continue
+            if units[i].kind == "table":
                 parts = split_table(units[i], doc["text"], counter, budget)
                 stats["tables_split"] += len(parts) > 1
-                units[i:i + 1] = parts
+            elif units[i].kind in ("list", "html"):
+                parts = split_long_unit(units[i], doc["text"], counter, budget)
+                stats[f"{units[i].kind}_blocks_split"] += len(parts) > 1
+            else:
+                continue
+            units[i:i + 1] = parts
     sections = [k[0] for k in kept]
     units = [k[1] for k in kept]
     headings = [k[2] for k in kept]

@@ -36,3 +36,15 @@ def test_excel_rows_use_their_own_fragment_floor():
 
 def test_word_count_is_unicode_aware():
     assert word_count("Привет мир, hello") == 3
+
+
+def test_a_chunk_that_only_points_to_another_page_is_omitted():
+    for text in ("See [_boolean_](g).", "See the [`css.Sass`](/functions/css/sass) function.",
+                 "See Go's [`text/template`][] documentation for more information.", "See [configure security][]."):
+        q, omitted, reason = label(text, word_count(text), 12, 254, "markdown", CFG)
+        assert (q, omitted) == ("context_dead", True) and "only points" in reason, text
+    # A pointer with content of its own, a sentence without a link, and a definition stay.
+    kept = ("See the [`Render`][] method documentation for guidance on naming and organizing view templates.",
+            "See how the cache directory is chosen.", "A _boolean_ is a data type with two possible values.")
+    for text in kept:
+        assert not label(text, word_count(text), 20, 254, "markdown", CFG)[1], text

@@ -42,3 +42,56 @@ def test_error_rows_pass_through_and_bad_rows_fail_alone(splitter):
     out = splitter([err, bad])
     assert out[0] is err
     assert out[1]["error_stage"] == "sentences"
+
+
+def _sentences(splitter, paragraph: str) -> list[str]:
+    text = "# T\n\n" + paragraph + "\n"
+    row = {"text": text, "sections_json": json.dumps(parse_markdown(text, "t").sections_as_dicts())}
+    (out,) = splitter([row])
+    return [text[a:b] for a, b, kind, _ in json.loads(out["units_json"])[-1] if kind == "sent"]
+
+
+@pytest.mark.parametrize("paragraph, expected", [
+    # Abbreviated names and titles.
+    ("The Constitution was drafted by a committee chaired by Dr. B.R. Ambedkar in 1947. It was adopted in 1949.",
+     ["The Constitution was drafted by a committee chaired by Dr. B.R. Ambedkar in 1947.", "It was adopted in 1949."]),
+    # Legal citations: case names with "v.", reporters, pinpoint paragraphs and sections.
+    ("See Kesavananda Bharati v. State of Kerala, (1973) 4 SCC 225, para. 1437. The Court held that the basic "
+     "structure cannot be amended.",
+     ["See Kesavananda Bharati v. State of Kerala, (1973) 4 SCC 225, para. 1437.",
+      "The Court held that the basic structure cannot be amended."]),
+    ("In Brown v. Board of Education, 347 U.S. 483 (1954), the Court overruled Plessy. Segregation was held "
+     "unconstitutional.",
+     ["In Brown v. Board of Education, 347 U.S. 483 (1954), the Court overruled Plessy.",
+      "Segregation was held unconstitutional."]),
+    ("Under s. 12(1)(a) of the Act, the Commissioner may refuse. The appeal lies to the High Court.",
+     ["Under s. 12(1)(a) of the Act, the Commissioner may refuse.", "The appeal lies to the High Court."]),
+    # Markdown inline syntax is not cut: the link stays whole.
+    ("Version 0.123.0 added it. See the [release notes](https://example.org/v0.123.0). It is now stable.",
+     ["Version 0.123.0 added it.", "See the [release notes](https://example.org/v0.123.0).", "It is now stable."]),
+    # A plain sentence ending in a word that is also an abbreviation still ends there.
+    ("The answer is no. The next step is yes.", ["The answer is no.", "The next step is yes."]),
+])
+def test_abbreviations_citations_and_links_do_not_break_sentences(splitter, paragraph, expected):
+    assert _sentences(splitter, paragraph) == expected
+
+
+def test_numbered_list_items_stay_whole(splitter):
+    text = "# T\n\n1. The Act applies to all states. It came into force in 1950.\n2. The Court may review it.\n"
+    row = {"text": text, "sections_json": json.dumps(parse_markdown(text, "t").sections_as_dicts())}
+    (out,) = splitter([row])
+    units = [(text[a:b], kind) for a, b, kind, _ in json.loads(out["units_json"])[-1]]
+    assert units == [("1. The Act applies to all states. It came into force in 1950.", "list"),
+                     ("2. The Court may review it.", "list")]
+
+
+def test_a_stray_bracket_does_not_glue_a_paragraph_together(splitter):
+    sentences = ["Option (a is the default here.", *[f"Sentence number {i} says something new." for i in range(40)]]
+    assert len(_sentences(splitter, " ".join(sentences))) > 5
+
+
+def test_reference_style_links_are_not_cut(splitter):
+    paragraph = ("Hugo compares the [`time.Time`][] value, enabling precise comparisons. "
+                 "See [`where`][where] for more.")
+    assert _sentences(splitter, paragraph) == [
+        "Hugo compares the [`time.Time`][] value, enabling precise comparisons.", "See [`where`][where] for more."]

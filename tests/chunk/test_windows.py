@@ -149,3 +149,37 @@ def test_chunk_ids_are_stable_and_change_with_the_text():
 def test_empty_document_yields_an_empty_marker():
     (row,) = chunk_text("---\ntitle: Only metadata\n---\n")
     assert row["row_kind"] == "empty" and row["doc_rows"] == 1
+
+
+def test_an_overlap_that_cannot_pass_an_oversized_block_is_not_a_chunk_of_its_own():
+    # Three paragraphs fill the first window; the overlap would reach only up to the oversized code
+    # block, repeating the first window's tail on its own.
+    u = units([60, 60, 60, 500], [0, 1, 2, 3])
+    assert window_bounds(u, 200, window=10, overlap=5, soft_ratio=0.8) == [(0, 3), (3, 4)]
+
+
+def test_long_list_items_and_html_blocks_are_cut_between_lines_then_sentences():
+    item = "- " + " ".join(f"Sentence {i} explains one more detail of the parameter and its default value."
+                           for i in range(60))
+    html = "<table>\n" + "\n".join(f"<tr><td>row {i}</td><td>value {i}</td></tr>" for i in range(120)) + "\n</table>"
+    text = f"# T\n\nIntro sentence here.\n\n{item}\n\n{html}\n"
+    rows = [r for r in chunk_text(text) if r["row_kind"] == "chunk"]
+    assert all(r["token_count"] <= token_counter(MODEL).limit for r in rows)
+    assert not any(r["quality"] == "too_long" for r in rows)
+    for r in rows:  # each part points at its own source and its body came from there
+        assert r["text"].split()[0] in text[r["char_start"]:r["char_end"]]
+    assert sum("Sentence 59 explains" in r["text"] for r in rows) >= 1
+    assert sum("row 119" in r["text"] for r in rows) >= 1
+
+
+def test_running_headers_and_footers_are_dropped_but_repeated_lead_ins_stay():
+    page = ("ACME Corp · Annual Report 2023\n\nRevenue grew in every region this quarter, led by strong demand in "
+            "the north. For example:\n\n- north: 12 %\n\nPage {n} of 3\n\nCompany Confidential\n\n")
+    text = "# Report\n\n" + "".join(page.replace("{n}", str(n)).replace("Revenue grew", f"Revenue {n} grew")
+                                    for n in range(1, 4))
+    rows = [r for r in chunk_text(text) if r["row_kind"] == "chunk"]
+    body = "\n".join(r["text"] for r in rows)
+    assert "ACME Corp" not in body and "Company Confidential" not in body and "Page 2 of 3" not in body
+    assert body.count("For example:") == 3 and "Revenue 3 grew" in body
+    stats = json.loads(next(r for r in chunk_text(text) if r.get("doc_stats"))["doc_stats"])
+    assert stats["running_lines"] == 6
