@@ -6,7 +6,7 @@ TORCH_SPEC  ?= torch==2.13.0
 CONFIG      ?= configs/local.yaml
 QUERY       ?= How do I define redirects for the development server?
 
-.PHONY: setup run test test-fast test-gpu lint clean db-stop
+.PHONY: setup run test test-fast test-gpu lint clean db-stop bench bench-gpu bench-profile
 
 setup: $(VENV)/.installed
 
@@ -31,7 +31,25 @@ test-gpu: setup
 	$(PY) -m pytest -m gpu -o addopts=""
 
 lint: setup
-	$(VENV)/bin/ruff check jobs tests
+	$(VENV)/bin/ruff check jobs tests ops
+
+# Benchmarks (ops/bench/README.md): overhead ratio, LangChain-style baseline, per stage and scaling, loading,
+# GPU (its CPU path here). Tables on stdout, JSON in $(BENCH_OUT); a private CORPUSMILL_HOME, stopped after.
+# BENCH_FILES=200 for a quick check on part of the corpus.
+BENCH_OUT   ?= .corpusmill/bench
+
+$(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	touch $@
+
+bench: setup $(VENV)/.bench-installed
+	BENCH_OUT=$(BENCH_OUT) $(PY) -m ops.bench
+
+bench-gpu: setup
+	BENCH_OUT=$(BENCH_OUT) ops/bench/gpu.sh
+
+bench-profile: setup $(VENV)/.bench-installed
+	BENCH_OUT=$(BENCH_OUT) $(PY) -m ops.bench.profile
 
 db-stop: setup
 	$(VENV)/bin/corpusmill db stop

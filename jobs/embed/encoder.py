@@ -32,9 +32,22 @@ def pick_device(device: str, num_gpus: float) -> str:
     return device
 
 
+def token_budget_batches(lengths: list[int], max_tokens: int, max_rows: int) -> list[list[int]]:
+    """Indices grouped by length, longest first: each batch holds at most `max_rows` texts and its padded
+    size (rows × longest) stays within `max_tokens` (a single text longer than the budget goes alone)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and len(batches[-1]) < max_rows and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= max_tokens:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
 class Embedder:
     def __init__(self, model: str, *, device: str = "auto", dtype: str = "float32", encode_batch_size: int = 64,
-                 torch_threads: int | None = None, num_gpus: float = 0.0):
+                 torch_threads: int | None = None, num_gpus: float = 0.0, max_batch_tokens: int | None = None):
         import torch
         from sentence_transformers import SentenceTransformer
 
@@ -47,15 +60,32 @@ class Embedder:
         if dtype != "float32" and self.device != "cpu":
             self.model = self.model.to(getattr(torch, dtype))
         self.batch_size = encode_batch_size
+        # Padded tokens per forward pass. On a CPU small batches cost no more per token, so a tight budget
+        # all but removes padding; a GPU wants big batches (bench: ops/bench/gpu.py).
+        self.max_batch_tokens = max_batch_tokens or (2048 if self.device == "cpu" else 65536)
+
+    def token_lengths(self, texts: list[str]) -> list[int]:
+        """Tokens per text as the model will see them (special tokens included, truncated at its limit)."""
+        limit = self.model.max_seq_length or 512
+        ids = self.model.tokenizer(texts, add_special_tokens=True, truncation=True, max_length=limit)["input_ids"]
+        return [len(x) for x in ids]
 
     def encode(self, texts: list[str]):
+        """Normalised float32 vectors, in the order of `texts`, computed in token-budget batches grouped
+        by length (see token_budget_batches), so short texts are never padded to a long neighbour."""
+        import numpy as np
         import torch
 
+        out = np.zeros((len(texts), self.model.get_embedding_dimension()), dtype=np.float32)
+        if not texts:
+            return out
         with torch.inference_mode():
-            return self.model.encode(
-                texts, batch_size=self.batch_size, normalize_embeddings=True,
-                convert_to_numpy=True, show_progress_bar=False,
-            ).astype("float32")
+            for batch in token_budget_batches(self.token_lengths(texts), self.max_batch_tokens, self.batch_size):
+                out[batch] = self.model.encode(
+                    [texts[i] for i in batch], batch_size=len(batch), normalize_embeddings=True,
+                    convert_to_numpy=True, show_progress_bar=False,
+                ).astype(np.float32)
+        return out
 
     def __call__(self, rows: list[dict]) -> list[dict]:
         todo = [i for i, r in enumerate(rows) if r.get("row_kind") == "chunk" and not r.get("omitted")]
