@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,14 +21,10 @@ import pytest
 
 from jobs.rows import CONTRACT_NAMES
 from tests.conftest import CORPUS, big_corpus, object_gets, write_config
+from tests.test_ingest import CLI, chunk_rows, cli, status, summary_line
 
 pytestmark = pytest.mark.slow
-CLI = [sys.executable, "-m", "jobs.cli"]
 KEY_ID, SECRET = "AKIACORPUSMILLZEBRA1", "zebraSecret/9f3c1e7d5b2a40W+q8yRk"
-
-
-def cli(*args: str, env: dict, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(CLI + list(args), env=env, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture()
@@ -63,24 +58,6 @@ def upload(client, bucket: str, prefix: str, root: Path) -> int:
         list(pool.map(lambda p: client.put_object(Bucket=bucket, Key=f"{prefix}/{p.relative_to(root).as_posix()}",
                                                   Body=p.read_bytes()), files))
     return len(files)
-
-
-def summary_line(stdout: str) -> str:
-    return next(line for line in stdout.splitlines() if line.startswith("files:"))
-
-
-def chunk_rows(pg_url: str, collection: str) -> list[tuple]:
-    with psycopg.connect(pg_url) as conn:
-        table = conn.execute("SELECT chunk_table FROM corpusmill.collections WHERE name = %s", (collection,)).fetchone()[0]
-        return conn.execute(
-            f"SELECT chunk_id, source_path, seq, text_sha256, text FROM corpusmill.{table} ORDER BY source_path, seq"
-        ).fetchall()
-
-
-def status(collection: str, env: dict) -> dict:
-    out = cli("status", "--collection", collection, "--json", env=env)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
 
 
 def bucket_objects(client, bucket: str, prefix: str = "") -> dict[str, bytes]:

@@ -397,8 +397,7 @@ def naive_drafts(doc: dict, cfg: ChunkingConfig, counter: TokenCounter) -> list[
     """Fixed token windows with overlap over the document body: no structure, no prefix."""
     text = doc["text"]
     body_start = min((b["start"] for s in json.loads(doc["sections_json"]) for b in s["blocks"]), default=len(text))
-    enc = counter.tokenizer(text[body_start:], add_special_tokens=False, return_offsets_mapping=True, verbose=False)
-    offsets = enc["offset_mapping"]
+    offsets = counter.offsets(text[body_start:])
     size = min(cfg.naive_tokens, counter.limit)
     step = max(size - cfg.naive_overlap_tokens, 1)
     drafts = []
