@@ -74,6 +74,20 @@ def ray_address(cm_home) -> str:
     shutil.rmtree(temp, ignore_errors=True)
 
 
+def ray_groups_under(temp: Path) -> set[int]:
+    """Process groups of the processes whose command line names `temp` (a Ray temp dir)."""
+    import psutil
+
+    groups = set()
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if any(str(temp) in arg for arg in proc.info["cmdline"] or []):
+                groups.add(os.getpgid(proc.pid))
+        except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
+            continue
+    return groups
+
+
 def stop_ray_under(temp: Path) -> None:
     """Kill the Ray processes started with `temp` as their temp dir, and only those.
 
@@ -86,13 +100,7 @@ def stop_ray_under(temp: Path) -> None:
 
     import psutil
 
-    groups = set()
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if any(str(temp) in arg for arg in proc.info["cmdline"] or []):
-                groups.add(os.getpgid(proc.pid))
-        except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
-            continue
+    groups = ray_groups_under(temp)
     groups.discard(os.getpgrp())  # never the test session itself
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pgid in groups:

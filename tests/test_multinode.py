@@ -14,11 +14,10 @@ import subprocess
 import time
 from pathlib import Path
 
-import psutil
 import psycopg
 import pytest
 
-from tests.conftest import BIN, REPO, big_corpus, stop_ray_under, write_config
+from tests.conftest import BIN, REPO, big_corpus, ray_groups_under, stop_ray_under, write_config
 from tests.test_ingest import chunk_rows, wait_for_done
 
 pytestmark = pytest.mark.slow
@@ -28,17 +27,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _groups_under(temp: Path) -> set[int]:
-    out = set()
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if any(str(temp) in a for a in proc.info["cmdline"] or []):
-                out.add(os.getpgid(proc.pid))
-        except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
-            continue
-    return out
 
 
 class LocalCluster:
@@ -65,11 +53,11 @@ class LocalCluster:
                           "--include-dashboard=true", f"--dashboard-port={self.dashboard.rsplit(':', 1)[1]}")
         self.address = re.search(r"ray start --address='?([\w.-]+:\d+)", log).group(1)
         for i in range(workers):
-            before = _groups_under(self.temp)
+            before = ray_groups_under(self.temp)
             # A temp dir per node, as on separate machines: co-located nodes sharing one would share
             # the job's unpacked working_dir, and one node's cleanup would pull it from under the driver.
             self._start(f"--address={self.address}", f"--num-cpus={cpus_per_worker}", f"--temp-dir={self.temp}/w{i}")
-            (new,) = _groups_under(self.temp) - before
+            (new,) = ray_groups_under(self.temp) - before
             self.workers.append(new)
         self.wait_for_job_agent()
 
@@ -153,5 +141,9 @@ def test_worker_node_killed_mid_run_every_document_lands_once(tmp_path, corpus, 
     assert len({r[0] for r in rows}) == len(rows) == docs[0][2]  # no chunk twice, none missing
     assert len({(r[1], r[2]) for r in rows}) == len(rows)  # one row per (document, seq)
     assert {r[1] for r in rows} == {p.relative_to(big).as_posix() for p in big.rglob("*.md")}
+    # Ray marks a node dead after its health checks time out (~30 s), which can come after a fast job ends.
+    deadline = time.monotonic() + 120
+    while cluster.alive_nodes() != 2 and time.monotonic() < deadline:
+        time.sleep(2)
     assert cluster.alive_nodes() == 2
     print(f"after losing a node: first job rc={job.returncode}, {len(rows)} chunks of {n_docs} documents")

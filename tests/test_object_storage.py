@@ -21,7 +21,7 @@ import pytest
 
 from jobs.rows import CONTRACT_NAMES
 from tests.conftest import CORPUS, big_corpus, object_gets, write_config
-from tests.test_ingest import CLI, chunk_rows, cli, status, summary_line
+from tests.test_ingest import CLI, chunk_rows, cli, status, summary_line, wait_for_done
 
 pytestmark = pytest.mark.slow
 KEY_ID, SECRET = "AKIACORPUSMILLZEBRA1", "zebraSecret/9f3c1e7d5b2a40W+q8yRk"
@@ -171,15 +171,7 @@ def test_kill_9_and_resume_with_inputs_and_outputs_in_a_bucket(tmp_path, env, pg
     proc = subprocess.Popen(CLI + ["ingest", "--config", str(cfg), "--output", runs], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        done, deadline = 0, time.monotonic() + 400
-        with psycopg.connect(pg_url, autocommit=True) as conn:
-            while time.monotonic() < deadline and proc.poll() is None and done < 5:
-                try:
-                    done = conn.execute("SELECT count(*) FROM corpusmill.documents WHERE collection = 's3_kill' "
-                                        "AND status = 'done'").fetchone()[0]
-                except psycopg.errors.UndefinedTable:
-                    pass
-                time.sleep(0.1)
+        wait_for_done(pg_url, "s3_kill", 5, proc)
         assert proc.poll() is None, "the ingest finished before it could be killed: make the corpus bigger"
     finally:
         os.kill(proc.pid, signal.SIGKILL)

@@ -242,6 +242,15 @@ def _cell(value) -> str:
     return str(value)
 
 
+def run_one(name: str, bench, report) -> int:
+    """A benchmark module's command line: run it in a private session, save its JSON, print its table."""
+    with session():
+        result = bench()
+    save(name, result)
+    print(report(result))
+    return 0
+
+
 def save(name: str, data: dict) -> Path:
     path = out_dir() / f"{name}.json"
     path.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")

@@ -189,11 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "eval":
         print(json.dumps(evaluate_table(argv[1], argv[2], common.database_url())))
         return 0
-    with common.session():
-        r = bench()
-    common.save("langchain", r)
-    print(report(r))
-    return 0
+    return common.run_one("langchain", bench, report)
 
 
 if __name__ == "__main__":

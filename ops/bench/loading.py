@@ -181,11 +181,7 @@ def report(r: dict) -> str:
 
 
 def main() -> int:
-    with common.session():
-        r = bench()
-    common.save("loading", r)
-    print(report(r))
-    return 0
+    return common.run_one("loading", bench, report)
 
 
 if __name__ == "__main__":

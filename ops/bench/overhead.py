@@ -153,11 +153,7 @@ def report(r: dict) -> str:
 
 
 def main() -> int:
-    with common.session():
-        r = bench()
-    common.save("overhead", r)
-    print(report(r))
-    return 0
+    return common.run_one("overhead", bench, report)
 
 
 if __name__ == "__main__":

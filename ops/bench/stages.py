@@ -77,11 +77,7 @@ def report(r: dict) -> str:
 
 
 def main() -> int:
-    with common.session():
-        r = bench()
-    common.save("stages", r)
-    print(report(r))
-    return 0
+    return common.run_one("stages", bench, report)
 
 
 if __name__ == "__main__":
