@@ -66,7 +66,8 @@ def apply(ds, stage: Stage):
                 "factory": functools.partial(stage.fn, **stage.kwargs),
                 "schema": stage.output_schema,
             },
-            compute=ray.data.ActorPoolStrategy(size=res.pool_size or 1),
+            compute=ray.data.ActorPoolStrategy(size=res.pool_size or 1,
+                                               max_tasks_in_flight_per_actor=res.tasks_in_flight),
             **common,
         )
 

@@ -101,8 +101,23 @@ class ResourcesConfig(_Strict):
 
     num_cpus: float = Field(1.0, gt=0)
     num_gpus: float = Field(0.0, ge=0)
-    pool_size: int | None = Field(None, ge=1, description="actors in the pool; None = autoscaling tasks")
+    pool_size: int | Literal["auto"] | None = Field(
+        None, description="actors in the pool; None = autoscaling tasks; `auto` (embedding only): one actor "
+        "per GPU share, or on CPU one per `torch_threads` cores (see jobs/ingest.py embed_pool_size)")
     batch_size: int = Field(16, ge=1, description="rows per map_batches call")
+
+    @field_validator("pool_size")
+    @classmethod
+    def _positive_pool(cls, v):
+        if isinstance(v, int) and v < 1:
+            raise ValueError("pool_size must be at least 1, `auto` or null")
+        return v
+
+    tasks_in_flight: int | None = Field(
+        None, ge=1,
+        description="actor pools: batches queued on one actor at a time (None: Ray's default). 1 hands each "
+        "batch to whichever actor is free, so CPU actors finish together instead of one working off a queue "
+        "while the others idle; 2+ prefetches the next batch, which keeps a GPU busy")
 
 
 class MarkdownConfig(_Strict):
@@ -290,6 +305,15 @@ class JobConfig(_Strict):
     ray: RayConfig = RayConfig()
     gates: QualityGates = Field(default_factory=QualityGates,
                                 description="a run that breaks one exits non-zero, naming the gate and by how much")
+
+    @model_validator(mode="after")
+    def _auto_pool_only_for_embedding(self) -> "JobConfig":
+        # Only the embedding pool has a rule for `auto`; the other stages share the cluster with it.
+        for name, res in [("sentences.resources", self.sentences.resources), ("ray.parse", self.ray.parse),
+                          ("ray.chunk", self.ray.chunk), ("ray.excel", self.ray.excel)]:
+            if res.pool_size == "auto":
+                raise ValueError(f"{name}.pool_size: `auto` is only supported for embedding.resources")
+        return self
 
     @field_validator("output", mode="before")
     @classmethod

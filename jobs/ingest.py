@@ -152,6 +152,29 @@ def check_reachable(cfg: JobConfig) -> None:
         raise ValueError(refusal)
 
 
+def embed_pool_size(cfg: JobConfig, cluster: dict, cores: int, documents: int) -> int:
+    """The embedding actor pool for `pool_size: auto`. On GPUs: one actor per `num_gpus` share of the
+    cluster's GPUs. On CPUs: one actor per `torch_threads` cores (several single-threaded actors beat
+    one multi-threaded actor, whose threads stall at every sync point when Ray's other processes take
+    a core; ops/bench/RESULTS.md), within the logical CPUs left once the sentence actors and one
+    task slot for parse/chunk are placed, so the pipeline never waits for a slot that cannot free up.
+    Never more actors than the run has batches (counting at least one chunk per document): an actor
+    with nothing to do still pays its model load."""
+    res = cfg.embedding.resources
+    if res.pool_size != "auto":
+        return res.pool_size or 1
+    batches = max(1, -(-documents // res.batch_size))
+    if res.num_gpus:
+        return max(1, min(int(cluster.get("GPU", 0) // res.num_gpus), batches))
+    sentences = cfg.sentences.resources
+    others = (sentences.pool_size or 1) * sentences.num_cpus + max(cfg.ray.parse.num_cpus, cfg.ray.chunk.num_cpus,
+                                                                     cfg.ray.excel.num_cpus)
+    fits = int((cluster.get("CPU", 0) - others) // res.num_cpus)
+    # Without torch_threads, torch in a Ray actor runs as many threads as the actor has CPUs.
+    threads = cfg.embedding.torch_threads or max(1, int(res.num_cpus))
+    return max(1, min(cores // threads, fits, batches))
+
+
 def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
                   storage: fs.StorageOptions | None = None):
     """The Ray Data plan: one branch per source type, unioned before the embedding actor pool. Work
@@ -159,13 +182,14 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
     `storage` (endpoint, region, secret-file credentials as SecretStr) shipped in the stage arguments."""
     import ray.data
 
-    def source(items):
-        # Small blocks keep the stream moving: documents reach the sink (and commit) early.
-        return ray.data.from_items(items, override_num_blocks=max(1, min(len(items), 256)))
+    def source(items, rows_per_block: int):
+        # One block per batch of the first stage: bigger blocks would delay the first commits, smaller
+        # ones only add per-task overhead (every task costs the driver, the raylet and a worker).
+        return ray.data.from_items(items, override_num_blocks=max(1, min(256, -(-len(items) // rows_per_block))))
 
     branches = []
     if md_items:
-        md = source(md_items)
+        md = source(md_items, cfg.ray.parse.batch_size)
         md = adapter.apply(md, adapter.Stage("parse_markdown", parse_documents, DOC_SCHEMA, cfg.ray.parse, {
             "title_from_front_matter": cfg.markdown.title_from_front_matter,
             "onenote_headings": cfg.markdown.onenote_headings,
@@ -183,7 +207,7 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
         }))
         branches.append(md)
     if xl_items:
-        xl = source(xl_items)
+        xl = source(xl_items, cfg.ray.excel.batch_size)
         xl = adapter.apply(xl, adapter.Stage("excel", excel_to_chunks, CHUNK_SCHEMA, cfg.ray.excel, {
             "excel": cfg.excel, "quality": cfg.quality, "embedding_model": cfg.embedding.model,
             "storage": storage,
@@ -191,7 +215,18 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
         branches.append(xl)
     ds = branches[0] if len(branches) == 1 else branches[0].union(*branches[1:])
     emb = cfg.embedding
-    return adapter.apply(ds, adapter.Stage("embed", Embedder, CHUNK_SCHEMA, emb.resources, {
+    resources = emb.resources
+    if resources.pool_size == "auto":
+        cluster = ray.cluster_resources()
+        # A local Ray counts more logical CPUs than the machine has cores (see init_ray); a cluster's
+        # nodes advertise their cores.
+        cores = int(cluster.get("CPU", 1)) if os.environ.get("RAY_ADDRESS") else (os.cpu_count() or 1)
+        resources = resources.model_copy(update={"pool_size": embed_pool_size(cfg, cluster, cores,
+                                                                                len(md_items) + len(xl_items))})
+        log.info("embedding: %d actor(s) (pool_size auto: %s, %s torch thread(s) each)", resources.pool_size,
+                 f"{cluster.get('GPU', 0):g} GPU(s)" if emb.resources.num_gpus else f"{cores} cores",
+                 emb.torch_threads or "default")
+    return adapter.apply(ds, adapter.Stage("embed", Embedder, CHUNK_SCHEMA, resources, {
         "model": emb.model, "device": emb.device, "dtype": emb.dtype, "encode_batch_size": emb.encode_batch_size,
         "torch_threads": emb.torch_threads, "num_gpus": emb.resources.num_gpus,
     }))

@@ -46,8 +46,11 @@ def _fingerprint_with(cfg: JobConfig, model: str) -> str:
 
 def make_embedder(cfg: JobConfig, model: str) -> Embedder:
     emb = cfg.embedding
+    # Re-embedding runs in this one process: with `pool_size: auto` the configured torch_threads is the
+    # per-actor share of an ingest's pool, so here torch takes every core instead.
+    threads = None if emb.resources.pool_size == "auto" else emb.torch_threads
     return Embedder(model, device=emb.device, dtype=emb.dtype, encode_batch_size=emb.encode_batch_size,
-                    torch_threads=emb.torch_threads, num_gpus=emb.resources.num_gpus)
+                    torch_threads=threads, num_gpus=emb.resources.num_gpus)
 
 
 def fill_space(store: PgStore, active: Collection, space: Collection, embedder: Embedder,

@@ -74,3 +74,11 @@ def test_baseline_differs_from_local_only_in_strategy():
     naive = load_config(REPO / "configs" / "baseline-naive.yaml").model_dump()
     assert naive["chunking"].pop("strategy") == "naive" and local["chunking"].pop("strategy") == "structure"
     assert local == naive
+
+
+def test_auto_pool_size_is_for_the_embedding_stage_only():
+    assert JobConfig.model_validate({"embedding": {"resources": {"pool_size": "auto"}}}).embedding.resources.pool_size == "auto"
+    with pytest.raises(ValidationError, match="only supported for embedding.resources"):
+        JobConfig.model_validate({"ray": {"chunk": {"pool_size": "auto"}}})
+    with pytest.raises(ValidationError, match="at least 1"):
+        JobConfig.model_validate({"embedding": {"resources": {"pool_size": 0}}})

@@ -249,3 +249,35 @@ def test_a_broken_quality_gate_fails_the_run_and_says_by_how_much(tmp_path, corp
     assert "quality gate(s) failed" in out.stdout
     assert "duplicate_neighbour_rate" in out.stdout and "exceeds max_duplicate_neighbour_rate 0.000 by" in out.stdout
     assert status("e2e_gates", env)["documents"]["done"] == 8  # the data is loaded; the gate judges it
+
+
+def _pool_cfg(**embedding):
+    from jobs.config import JobConfig
+
+    return JobConfig.model_validate({"embedding": embedding})
+
+
+def test_auto_embedding_pool_on_cpu_is_one_actor_per_thread_group_within_free_slots():
+    from jobs.ingest import embed_pool_size
+
+    cfg = _pool_cfg(torch_threads=1, resources={"num_cpus": 1, "pool_size": "auto", "batch_size": 128})
+    # This machine's shape: 2 cores, a local Ray with 4 logical CPUs (1 for spaCy, 0.5 for a task).
+    assert embed_pool_size(cfg, {"CPU": 4}, cores=2, documents=992) == 2
+    # More cores than free logical CPUs: the sentence actor and a task slot are kept free.
+    assert embed_pool_size(cfg, {"CPU": 16}, cores=16, documents=10_000) == 14
+    two_threads = _pool_cfg(torch_threads=2, resources={"num_cpus": 1, "pool_size": "auto", "batch_size": 128})
+    assert embed_pool_size(two_threads, {"CPU": 16}, cores=16, documents=10_000) == 8
+    # A handful of documents is one batch: a second actor would only load the model.
+    assert embed_pool_size(cfg, {"CPU": 4}, cores=2, documents=30) == 1
+    # Never zero, even when nothing seems to fit.
+    assert embed_pool_size(cfg, {"CPU": 1}, cores=1, documents=992) == 1
+
+
+def test_auto_embedding_pool_on_gpus_is_one_actor_per_gpu_share():
+    from jobs.ingest import embed_pool_size
+
+    cfg = _pool_cfg(resources={"num_cpus": 2, "num_gpus": 0.5, "pool_size": "auto", "batch_size": 2048})
+    assert embed_pool_size(cfg, {"CPU": 64, "GPU": 4}, cores=64, documents=100_000) == 8
+    assert embed_pool_size(cfg, {"CPU": 64, "GPU": 4}, cores=64, documents=3000) == 2
+    fixed = _pool_cfg(resources={"num_gpus": 1, "pool_size": 3})
+    assert embed_pool_size(fixed, {"CPU": 64, "GPU": 4}, cores=64, documents=5) == 3

@@ -9,7 +9,7 @@ imports and model loads included on both sides):
   HNSW index, QA report);
 - plain (ops/bench/plain.py): spaCy sentence splitting with the same pipeline and components over the
   same prose blocks, the same embedding model over the same `embed_text` strings (taken from the
-  ingest's own Parquet output) with the same batch size, and one binary COPY of the same rows.
+  ingest's own Parquet output) in one process using every core, and one binary COPY of the same rows.
 
 ratio = ingest wall / plain wall (target ≤ 1.3). The plain side's inputs are prepared untimed.
 """
@@ -43,7 +43,10 @@ def prepare_inputs(run_dir: str, files: list, root, cfg) -> dict:
     emb = cfg.embedding
     return {
         "config": {"sentences_model": cfg.sentences.model, "nlp_batch_size": cfg.sentences.nlp_batch_size,
-                   "model": emb.model, "encode_batch_size": emb.encode_batch_size, "torch_threads": emb.torch_threads},
+                   "model": emb.model, "encode_batch_size": emb.encode_batch_size,
+                   # One process with every core: the fastest a plain script can encode here (the ingest's
+                   # single-threaded actors only pay off beside other work; RESULTS.md).
+                   "torch_threads": os.cpu_count()},
         "database_url": common.database_url(),
         "prose": prose,
         "rows": rows,
