@@ -36,6 +36,29 @@ _MID_SENTENCE_START = re.compile(r"^[\[`(a-z]")
 _MAX_JOINED_CHARS = 600
 
 
+def _load_lean(name: str):
+    """spacy.load without importing every installed plugin first. Building a pipeline makes spaCy
+    import all packages that register factories (spacy-transformers pulls in `transformers`: ~3 s of
+    CPU in every process that loads even the small model). A pipeline that needs no plugin loads
+    without them; one that does (en_core_web_trf's `transformer`) misses its factory and is loaded
+    again the normal way."""
+    import spacy
+    from spacy import util
+
+    plugins = getattr(util.registry, "_entry_point_factories", None)
+    if plugins is None or not getattr(plugins, "entry_points", False):
+        return spacy.load(name)
+    plugins.entry_points = False
+    try:
+        return spacy.load(name)
+    except ValueError as exc:  # E002: can't find factory '…'
+        if "factory" not in str(exc):
+            raise
+    finally:
+        plugins.entry_points = True
+    return spacy.load(name)
+
+
 def load_sentence_pipeline(name: str, *, require_gpu: bool = False, download_missing: bool = False):
     """Load `name` (package or path) with only sentence-boundary components enabled."""
     import spacy
@@ -51,7 +74,7 @@ def load_sentence_pipeline(name: str, *, require_gpu: bool = False, download_mis
     nlp = None
     for candidate in [name] + _ALIASES.get(name, []):
         try:
-            nlp = spacy.load(candidate)
+            nlp = _load_lean(candidate)
             break
         except OSError:
             continue
@@ -60,7 +83,7 @@ def load_sentence_pipeline(name: str, *, require_gpu: bool = False, download_mis
         from spacy.cli import download
 
         download(name)
-        nlp = spacy.load(name)
+        nlp = _load_lean(name)
     if nlp is None:
         raise OSError(
             f"spaCy pipeline {name!r} is not installed: run `python -m spacy download {name}` "
