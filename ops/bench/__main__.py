@@ -34,6 +34,9 @@ def summary(results: dict) -> dict:
         out["xquad_passage_recall@5"] = {
             "corpusmill": x["corpusmill"]["eval"]["by_level"].get("passage", {}).get("recall@5"),
             "langchain": x["langchain"]["eval"]["by_level"].get("passage", {}).get("recall@5")}
+        d = lc["described"]
+        out["described_document_recall@1"] = {
+            side: d[side]["eval"]["by_level"].get("document", {}).get("recall@1") for side in ("corpusmill", "langchain")}
     if "loading" in results:
         out["copy_rows_per_second"] = {c["method"]: c["rows_per_second"] for c in results["loading"]["copy"]}
     if "stages" in results:

@@ -10,7 +10,7 @@ import pytest
 
 from jobs.embed.encoder import token_budget_batches
 from jobs.ingest import stage_summary
-from ops.bench import common, gpu, langchain_baseline, loading, stages
+from ops.bench import common, described, gpu, langchain_baseline, loading, stages
 
 CORPUS = common.REPO / "tests" / "data" / "corpus"
 
@@ -101,6 +101,42 @@ def test_reports_render_from_json():
         "growth_vs_1x": {"embed": {"1x": 1.0, "2x": 2.0}}}
     text = stages.report(r)
     assert "embed" in text and "growth 2x" in text
+
+
+
+def test_described_golden_set_holds_the_descriptions_out_of_the_corpus(tmp_path):
+    src = tmp_path / "src"
+    (src / "fn").mkdir(parents=True)
+    (src / "fn" / "where.md").write_text(
+        "---\ntitle: where\ndescription: Filters a slice to the elements that match a condition.\n"
+        "summary: short\nweight: 3\n---\n\n# where\n\nReturns the matching elements.\n")
+    (src / "a.md").write_text("---\ndescription: The same text on two pages here.\n---\nA\n")
+    (src / "b.md").write_text("---\ndescription: The same text on two pages here.\n---\nB\n")
+    (src / "short.md").write_text("---\ndescription: Too short.\n---\nbody\n")
+    (src / "plain.md").write_text("# No front matter\n\ndescription: in the body stays.\n")
+    out = described.build(src, tmp_path / "out")
+    golden = [json.loads(line) for line in (tmp_path / "out" / "golden.jsonl").read_text().splitlines()]
+    assert golden == [{"qid": "d0", "question": "Filters a slice to the elements that match a condition.",
+                       "source_path": "fn/where.md"}]
+    assert out["files"] == 5 and out["questions"] == 1 and out["shared_descriptions_dropped"] == 1
+    where = (tmp_path / "out" / "corpus" / "fn" / "where.md").read_text()
+    assert "Filters a slice" not in where and "summary" not in where
+    assert where.startswith("---\ntitle: where\nweight: 3\n---\n") and "Returns the matching elements." in where
+    assert (tmp_path / "out" / "corpus" / "plain.md").read_text() == (src / "plain.md").read_text()
+
+
+def test_langchain_report_renders_both_golden_sets():
+    ev = {"by_level": {"document": {"recall@1": 0.5, "recall@5": 0.9, "recall@10": 1.0, "mrr": 0.7},
+                       "passage": {"recall@1": 0.4, "recall@5": 0.8, "recall@10": 0.9, "mrr": 0.6}}}
+    side = {"chunks": 10, "eval": ev}
+    r = {"files": 3, "corpus": "c", "corpusmill": {"wall_s": 5.0},
+         "langchain": {"wall_s": 10.0, "chunks": 12, "steps": {"split": 1, "encode": 8, "insert": 1},
+                       "model_limit": 256, "over_model_limit": 2},
+         "ratio_corpusmill_over_langchain": 0.5,
+         "described": {"questions": 2, "corpusmill": side, "langchain": side},
+         "xquad": {"questions": 4, "corpusmill": side, "langchain": side}}
+    text = langchain_baseline.report(r)
+    assert "2 page descriptions as questions" in text and "XQuAD (4 questions" in text and "0.50" in text
 
 
 if __name__ == "__main__":
