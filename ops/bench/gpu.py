@@ -65,17 +65,22 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def base_size_dir(tmp: Path) -> Path:
-    """A BERT-base-shaped encoder with random weights and the MiniLM tokenizer, saved as a local HF dir."""
+def random_encoder_dir(path: Path, **bert_config) -> Path:
+    """A BERT-shaped encoder with random weights and the MiniLM tokenizer, saved as a local HF dir
+    (no download). `bert_config` overrides BertConfig's defaults, which are bert-base: 12 × 768."""
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     from jobs.embed.models import resolve_model
 
-    path = tmp / "bert-base-random"
     if not (path / "config.json").exists():
-        BertModel(BertConfig()).save_pretrained(path)  # BertConfig() defaults = bert-base: 12 × 768, 30522 vocab
+        BertModel(BertConfig(**bert_config)).save_pretrained(path)
         AutoTokenizer.from_pretrained(resolve_model(common.MODEL).location).save_pretrained(path)
     return path
+
+
+def base_size_dir(tmp: Path) -> Path:
+    """A BERT-base-shaped encoder with random weights (12 × 768, 30522 vocab)."""
+    return random_encoder_dir(tmp / "bert-base-random")
 
 
 def embed_bench(model_dir: str, name: str, texts: list[str], device: str, dtype: str, bucketed: bool,
@@ -124,19 +129,14 @@ def embed_bench(model_dir: str, name: str, texts: list[str], device: str, dtype:
             "seconds": round(seconds, 3), "tokens_per_second": round(real / seconds)}
 
 
-def spacy_trf_bench(tmp: Path, prose: list[str], device: str) -> dict:
-    """Transformer + parser pipeline from a config (random weights), words/s of nlp.pipe."""
+def trf_pipeline(encoder: Path, *, mixed_precision: bool = False, window: int = 128, stride: int = 96,
+                 parser_width: int = 64):
+    """An initialized transformer + parser pipeline (the shape of en_core_web_trf) around a local
+    encoder dir, built from a spacy-transformers config: random weights, no download."""
     import spacy
     from spacy.tokens import Doc
     from spacy.training import Example
 
-    gpu = False
-    if device == "cuda":
-        try:
-            gpu = spacy.require_gpu()
-        except Exception as exc:  # cupy missing: measure on CPU and say so
-            gpu_error = f"{type(exc).__name__}: {exc}"
-    encoder = base_size_dir(tmp)
     config = spacy.util.load_config_from_str(f"""
 [nlp]
 lang = "en"
@@ -152,12 +152,12 @@ max_batch_items = 4096
 [components.transformer.model]
 @architectures = "spacy-transformers.TransformerModel.v3"
 name = "{encoder}"
-mixed_precision = {str(device == "cuda").lower()}
+mixed_precision = {str(mixed_precision).lower()}
 
 [components.transformer.model.get_spans]
 @span_getters = "spacy-transformers.strided_spans.v1"
-window = 128
-stride = 96
+window = {window}
+stride = {stride}
 
 [components.transformer.model.tokenizer_config]
 use_fast = true
@@ -169,7 +169,7 @@ factory = "parser"
 @architectures = "spacy.TransitionBasedParser.v2"
 state_type = "parser"
 extra_state_tokens = false
-hidden_width = 64
+hidden_width = {parser_width}
 maxout_pieces = 2
 use_upper = false
 
@@ -184,8 +184,23 @@ upstream = "*"
     example = Example.from_dict(Doc(nlp.vocab, words=words),
                                 {"heads": [1, 1, 1, 1, 5, 5, 5, 5], "deps": ["det", "ROOT", "dep", "punct",
                                                                              "nsubj", "ROOT", "dobj", "punct"]})
-    t0 = time.perf_counter()
     nlp.initialize(lambda: [example])
+    return nlp
+
+
+def spacy_trf_bench(tmp: Path, prose: list[str], device: str) -> dict:
+    """Transformer + parser pipeline from a config (random weights), words/s of nlp.pipe."""
+    import spacy
+
+    gpu = False
+    if device == "cuda":
+        try:
+            gpu = spacy.require_gpu()
+        except Exception as exc:  # cupy missing: measure on CPU and say so
+            gpu_error = f"{type(exc).__name__}: {exc}"
+    encoder = base_size_dir(tmp)
+    t0 = time.perf_counter()
+    nlp = trf_pipeline(encoder, mixed_precision=device == "cuda")
     init_s = time.perf_counter() - t0
     prose = sorted(prose, key=len)  # as jobs.chunk.sentences does: tight padded batches
     nlp(prose[0])

@@ -1,9 +1,12 @@
 import json
+import subprocess
+import sys
 
 import pytest
 
 from jobs.chunk.sentences import SentenceSplitter, load_sentence_pipeline
 from jobs.parse.markdown import parse_markdown
+from tests.conftest import REPO
 
 
 @pytest.fixture(scope="module")
@@ -97,69 +100,16 @@ def test_reference_style_links_are_not_cut(splitter):
         "Hugo compares the [`time.Time`][] value, enabling precise comparisons.", "See [`where`][where] for more."]
 
 
-_TINY_TRF_CONFIG = """
-[nlp]
-lang = "en"
-pipeline = ["transformer","parser"]
-
-[components]
-
-[components.transformer]
-factory = "transformer"
-
-[components.transformer.model]
-@architectures = "spacy-transformers.TransformerModel.v3"
-name = "{encoder}"
-
-[components.transformer.model.get_spans]
-@span_getters = "spacy-transformers.strided_spans.v1"
-window = 64
-stride = 48
-
-[components.transformer.model.tokenizer_config]
-use_fast = true
-
-[components.parser]
-factory = "parser"
-
-[components.parser.model]
-@architectures = "spacy.TransitionBasedParser.v2"
-state_type = "parser"
-extra_state_tokens = false
-hidden_width = 16
-maxout_pieces = 2
-use_upper = false
-
-[components.parser.model.tok2vec]
-@architectures = "spacy-transformers.TransformerListener.v1"
-grad_factor = 1.0
-pooling = {{"@layers":"reduce_mean.v1"}}
-upstream = "*"
-"""
-
-
 def test_transformer_pipelines_load_with_their_plugin_and_keep_transformer_and_parser(tmp_path):
     """en_core_web_trf's code path, offline: a tiny transformer + parser pipeline (random weights) saved
     to disk, loaded in a fresh process the way the sentence actors load it. The small model loads
     without importing spacy-transformers; this one needs it and must still load, with the
     transformer and the parser enabled (it ships no senter)."""
-    import spacy
-    from spacy.tokens import Doc
-    from spacy.training import Example
-    from transformers import AutoTokenizer, BertConfig, BertModel
+    from ops.bench.gpu import random_encoder_dir, trf_pipeline
 
-    from jobs.embed.models import resolve_model
-
-    encoder = tmp_path / "bert-tiny"
-    BertModel(BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                         intermediate_size=64)).save_pretrained(encoder)
-    AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2").location).save_pretrained(encoder)
-    nlp = spacy.util.load_model_from_config(
-        spacy.util.load_config_from_str(_TINY_TRF_CONFIG.format(encoder=encoder)), auto_fill=True, validate=True)
-    words = ["The", "server", "starts", ".", "It", "watches", "files", "."]
-    example = Example.from_dict(Doc(nlp.vocab, words=words), {
-        "heads": [1, 1, 1, 1, 5, 5, 5, 5], "deps": ["det", "ROOT", "dep", "punct", "nsubj", "ROOT", "dobj", "punct"]})
-    nlp.initialize(lambda: [example])
+    encoder = random_encoder_dir(tmp_path / "bert-tiny", hidden_size=32, num_hidden_layers=1,
+                                 num_attention_heads=2, intermediate_size=64)
+    nlp = trf_pipeline(encoder, window=64, stride=48, parser_width=16)
     nlp.to_disk(tmp_path / "trf-pipeline")
 
     script = (
@@ -173,11 +123,6 @@ def test_transformer_pipelines_load_with_their_plugin_and_keep_transformer_and_p
         "units = splitter._units(text, sections)\n"
         "print(json.dumps({'lean': lean, 'pipes': splitter.nlp.pipe_names, 'units': units}))\n"
     )
-    import subprocess
-    import sys
-
-    from tests.conftest import REPO
-
     proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "trf-pipeline")], cwd=REPO,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
