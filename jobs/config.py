@@ -105,6 +105,11 @@ class ResourcesConfig(_Strict):
         None, description="actors in the pool; None = autoscaling tasks; `auto` (embedding only): one actor "
         "per GPU share, or on CPU one per `torch_threads` cores (see jobs/ingest.py embed_pool_size)")
     batch_size: int = Field(16, ge=1, description="rows per map_batches call")
+    tasks_in_flight: int | None = Field(
+        None, ge=1,
+        description="actor pools: batches queued on one actor at a time (None: Ray's default). 1 hands each "
+        "batch to whichever actor is free, so CPU actors finish together instead of one working off a queue "
+        "while the others idle; 2+ prefetches the next batch, which keeps a GPU busy")
 
     @field_validator("pool_size")
     @classmethod
@@ -112,12 +117,6 @@ class ResourcesConfig(_Strict):
         if isinstance(v, int) and v < 1:
             raise ValueError("pool_size must be at least 1, `auto` or null")
         return v
-
-    tasks_in_flight: int | None = Field(
-        None, ge=1,
-        description="actor pools: batches queued on one actor at a time (None: Ray's default). 1 hands each "
-        "batch to whichever actor is free, so CPU actors finish together instead of one working off a queue "
-        "while the others idle; 2+ prefetches the next batch, which keeps a GPU busy")
 
 
 class MarkdownConfig(_Strict):
