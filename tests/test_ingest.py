@@ -192,7 +192,9 @@ def test_kill_9_and_resume_equals_a_clean_run(tmp_path, corpus, env, pg_url):
     big = big_corpus(corpus, tmp_path / "big", copies=10)  # 60 documents
     n_docs = len(list(big.rglob("*.md")))
     # Ten copies of the same files are duplicates by construction: the duplicate gate is off here.
-    overrides = dict(sink__flush_rows=1, sink__flush_seconds=0.05, gates__max_duplicate_neighbour_rate=None)
+    # Commit often, so the kill lands mid-run: every document as soon as it is whole, in small embed batches.
+    overrides = dict(sink__flush_rows=1, sink__flush_seconds=0.05, embedding__resources__batch_size=8,
+                     gates__max_duplicate_neighbour_rate=None)
     cfg = write_config(tmp_path / "k.yaml", "e2e_kill", [big], **overrides)
 
     proc = subprocess.Popen(CLI + ["ingest", "--config", str(cfg)], env=env, stdout=subprocess.DEVNULL,

@@ -107,8 +107,9 @@ def test_worker_node_killed_mid_run_every_document_lands_once(tmp_path, corpus, 
     n_docs = len(list(big.rglob("*.md")))
     # file://: a filesystem at the same path on every node (here, one machine); a bare local path is
     # refused on a multi-node cluster.
+    # Small embed batches and immediate commits, so the node dies mid-run.
     cfg = write_config(tmp_path / "mn.yaml", "e2e_multinode", [f"file://{big}"], sink__flush_rows=1, sink__flush_seconds=0.05,
-                       gates__max_duplicate_neighbour_rate=None)
+                       embedding__resources__batch_size=8, gates__max_duplicate_neighbour_rate=None)
     secret = tmp_path / "db-url"
     secret.write_text(pg_url)
     env = dict(cluster.env, RAY_ADDRESS=cluster.dashboard, DATABASE_URL_FILE=str(secret))

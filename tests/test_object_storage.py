@@ -164,7 +164,9 @@ def test_kill_9_and_resume_with_inputs_and_outputs_in_a_bucket(tmp_path, env, pg
     s3 = s3_server.client()
     big = big_corpus(CORPUS, tmp_path / "big", copies=6)  # 36 documents
     n_docs = upload(s3, bucket, "big", big)
-    overrides = dict(sink__flush_rows=1, sink__flush_seconds=0.05, gates__max_duplicate_neighbour_rate=None)
+    # Commit often, so the kill lands mid-run: every document as soon as it is whole, in small embed batches.
+    overrides = dict(sink__flush_rows=1, sink__flush_seconds=0.05, embedding__resources__batch_size=8,
+                     gates__max_duplicate_neighbour_rate=None)
     cfg = s3_config(tmp_path, "k.yaml", "s3_kill", [f"s3://{bucket}/big"], s3_server, **overrides)
     runs = f"s3://{bucket}/runs"
 
