@@ -18,7 +18,8 @@ from ops.bench import common
 
 ORDER = ("overhead", "langchain", "stages", "loading", "gpu")
 MODULES = {"overhead": "ops.bench.overhead", "langchain": "ops.bench.langchain_baseline", "stages": "ops.bench.stages",
-           "loading": "ops.bench.loading", "gpu": "ops.bench.gpu"}
+           "loading": "ops.bench.loading", "gpu": "ops.bench.gpu",
+           "interference": "ops.bench.interference"}  # on request only: `python -m ops.bench interference`
 
 
 def summary(results: dict) -> dict:
@@ -50,13 +51,13 @@ def main(argv: list[str] | None = None) -> int:
     wanted = (sys.argv[1:] if argv is None else argv) or list(ORDER)
     unknown = [w for w in wanted if w not in MODULES]
     if unknown:
-        print(f"unknown benchmark(s): {', '.join(unknown)}; choose from {', '.join(ORDER)}", file=sys.stderr)
+        print(f"unknown benchmark(s): {', '.join(unknown)}; choose from {', '.join(MODULES)}", file=sys.stderr)
         return 2
     results, failed, t0 = {}, [], time.perf_counter()
     with common.session() as home:
         print(f"benchmarks: {', '.join(wanted)} · private CORPUSMILL_HOME {home} · JSON in {common.out_dir()}",
               flush=True)
-        for name in (n for n in ORDER if n in wanted):
+        for name in sorted(wanted, key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER)):
             module = importlib.import_module(MODULES[name])
             started = time.perf_counter()
             try:

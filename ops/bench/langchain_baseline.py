@@ -122,6 +122,12 @@ def _quality_row(name: str, chunks: int | None, ev: dict) -> list:
     return [name, chunks, p.get("recall@1"), p.get("recall@5"), p.get("recall@10"), p.get("mrr"), d.get("recall@1")]
 
 
+def _corpusmill_eval(collection: str, golden: str) -> dict:
+    """`corpusmill eval --exact` of a collection: the same exact cosine scan as evaluate_table."""
+    return json.loads(common.run([str(common.BIN / "corpusmill"), "eval", "--collection", collection, "--golden",
+                                  golden, "--exact", "--json"])["stdout"])
+
+
 def bench() -> dict:
     from ops.bench import described
 
@@ -133,8 +139,7 @@ def bench() -> dict:
     held_out = described.build(src, common.work_dir() / "described")
     root = Path(held_out["corpus"])
     cm = common.ingest(root, "bench_lc_cm", tag="langchain-cm")
-    cm_desc = json.loads(common.run([str(common.BIN / "corpusmill"), "eval", "--collection", "bench_lc_cm",
-                                     "--golden", held_out["golden"], "--exact", "--json"])["stdout"])
+    cm_desc = _corpusmill_eval("bench_lc_cm", held_out["golden"])
     lc = common.python("ops.bench.langchain_baseline", "run", str(root), "lc_corpus",
                        log=common.out_dir() / "langchain.run.log")
     lc_desc = common.python("ops.bench.langchain_baseline", "eval", "lc_corpus", held_out["golden"])
@@ -146,9 +151,7 @@ def bench() -> dict:
     xdir = common.work_dir() / "xquad-md"
     squad_to_markdown(common.XQUAD, xdir)
     cm_x = common.ingest(xdir, "bench_xquad", tag="langchain-xquad")
-    ev = common.run([str(common.BIN / "corpusmill"), "eval", "--collection", "bench_xquad", "--golden",
-                     str(common.XQUAD), "--exact", "--json"])
-    cm_eval = json.loads(ev["stdout"])
+    cm_eval = _corpusmill_eval("bench_xquad", str(common.XQUAD))
     lc_x = common.python("ops.bench.langchain_baseline", "run", str(xdir), "lc_xquad",
                          log=common.out_dir() / "langchain.xquad.log")
     lc_eval = common.python("ops.bench.langchain_baseline", "eval", "lc_xquad", str(common.XQUAD))

@@ -10,7 +10,7 @@ import pytest
 
 from jobs.embed.encoder import token_budget_batches
 from jobs.ingest import stage_summary
-from ops.bench import common, described, gpu, langchain_baseline, loading, stages
+from ops.bench import common, described, gpu, interference, langchain_baseline, loading, stages
 
 CORPUS = common.REPO / "tests" / "data" / "corpus"
 
@@ -137,6 +137,16 @@ def test_langchain_report_renders_both_golden_sets():
          "xquad": {"questions": 4, "corpusmill": side, "langchain": side}}
     text = langchain_baseline.report(r)
     assert "2 page descriptions as questions" in text and "XQuAD (4 questions" in text and "0.50" in text
+
+
+
+def test_interference_bench_times_both_encoder_shapes(monkeypatch):
+    monkeypatch.setenv("BENCH_INTERFERENCE_TEXTS", "8")
+    r = interference.bench()
+    assert len(r["shapes"]) == 2
+    for s in r["shapes"].values():
+        assert s["alone_s"] > 0 and s["beside_s"] > 0 and s["slowdown"] == pytest.approx(s["beside_s"] / s["alone_s"], rel=0.1)
+    assert "beside 2 processes" in interference.report(r)
 
 
 if __name__ == "__main__":
