@@ -103,13 +103,13 @@ class ResourcesConfig(_Strict):
     num_gpus: float = Field(0.0, ge=0)
     pool_size: int | Literal["auto"] | None = Field(
         None, description="actors in the pool; None = autoscaling tasks; `auto` (embedding only): one actor "
-        "per GPU share, or on CPU one per `torch_threads` cores (see jobs/ingest.py embed_pool_size)")
+        "per GPU share, or on CPU as many as the encoder workers that fit need (see jobs/ingest.py embed_layout)")
     batch_size: int = Field(16, ge=1, description="rows per map_batches call")
     tasks_in_flight: int | None = Field(
         None, ge=1,
-        description="actor pools: batches queued on one actor at a time (None: Ray's default). 1 hands each "
-        "batch to whichever actor is free, so CPU actors finish together instead of one working off a queue "
-        "while the others idle; 2+ prefetches the next batch, which keeps a GPU busy")
+        description="actor pools: batches queued per running call of an actor (None: Ray's default). 1 hands "
+        "each batch to whichever actor is free, so CPU actors finish together instead of one working off a "
+        "queue while the others idle; 2+ prefetches the next batch, which keeps a GPU busy")
 
     @field_validator("pool_size")
     @classmethod
@@ -250,7 +250,19 @@ class EmbeddingConfig(_Strict):
     dtype: Literal["float32", "float16", "bfloat16"] = "float32"
     encode_batch_size: int = Field(64, ge=1)
     torch_threads: int | None = Field(None, ge=1)
+    workers_per_actor: int | Literal["auto"] = Field(
+        1, description="encoder threads in each embedding actor, each with its own copy of the model and "
+        "`torch_threads` torch threads, sharing one import of torch and sentence-transformers; each actor holds "
+        "`resources.num_cpus` per worker. `auto`: on a local Ray's CPUs, every encoder in one actor; on GPUs "
+        "and on a multi-node cluster, 1 (see jobs/ingest.py embed_layout)")
     resources: ResourcesConfig = ResourcesConfig(num_cpus=1, pool_size=1, batch_size=256)
+
+    @field_validator("workers_per_actor")
+    @classmethod
+    def _positive_workers(cls, v):
+        if isinstance(v, int) and v < 1:
+            raise ValueError("workers_per_actor must be at least 1 or `auto`")
+        return v
 
 
 class SinkConfig(_Strict):

@@ -152,27 +152,43 @@ def check_reachable(cfg: JobConfig) -> None:
         raise ValueError(refusal)
 
 
-def embed_pool_size(cfg: JobConfig, cluster: dict, cores: int, documents: int) -> int:
-    """The embedding actor pool for `pool_size: auto`. On GPUs: one actor per `num_gpus` share of the
-    cluster's GPUs. On CPUs: one actor per `torch_threads` cores (several single-threaded actors beat
-    one multi-threaded actor, whose threads stall at every sync point when Ray's other processes take
-    a core; ops/bench/RESULTS.md), within the logical CPUs left once the sentence actors and one
-    task slot for parse/chunk are placed, so the pipeline never waits for a slot that cannot free up.
-    Never more actors than the run has batches (counting at least one chunk per document): an actor
-    with nothing to do still pays its model load."""
-    res = cfg.embedding.resources
-    if res.pool_size != "auto":
-        return res.pool_size or 1
-    batches = max(1, -(-documents // res.batch_size))
-    if res.num_gpus:
-        return max(1, min(int(cluster.get("GPU", 0) // res.num_gpus), batches))
+def embed_layout(cfg: JobConfig, cluster: dict, cores: int, documents: int,
+                 local: bool = True) -> tuple[int, int]:
+    """(actors, encoder workers per actor) of the embedding stage, from `resources.pool_size` and
+    `workers_per_actor` (either may be `auto`).
+
+    On GPUs: one actor per `num_gpus` share of the cluster's GPUs, one worker each. On CPUs: one
+    single-threaded encoder per `torch_threads` cores (several single-threaded encoders beat one
+    multi-threaded one, whose threads stall at every sync point when Ray's other processes take a core;
+    ops/bench/RESULTS.md), within the logical CPUs left once the sentence actors and one task slot for
+    parse/chunk are placed, so the pipeline never waits for a slot that cannot free up. With
+    `workers_per_actor: auto` on a `local` Ray those encoders are threads of one actor (one import of
+    torch instead of one per core); on a multi-node cluster each actor has one worker, so actors fit
+    beside the other stages wherever a node has a CPU free, also after a node is lost. An actor's
+    workers share each batch, but never more actors than the run has batches (counting at least one
+    chunk per document): an actor with nothing to do still pays its imports and model load."""
+    emb, res = cfg.embedding, cfg.embedding.resources
+    threads = emb.torch_threads or max(1, int(res.num_cpus))  # a Ray actor's torch runs one thread per CPU
     sentences = cfg.sentences.resources
     others = (sentences.pool_size or 1) * sentences.num_cpus + max(cfg.ray.parse.num_cpus, cfg.ray.chunk.num_cpus,
                                                                      cfg.ray.excel.num_cpus)
-    fits = int((cluster.get("CPU", 0) - others) // res.num_cpus)
-    # Without torch_threads, torch in a Ray actor runs as many threads as the actor has CPUs.
-    threads = cfg.embedding.torch_threads or max(1, int(res.num_cpus))
-    return max(1, min(cores // threads, fits, batches))
+    fits = int((cluster.get("CPU", 0) - others) // res.num_cpus)  # encoders that fit, each holding num_cpus
+    on_gpu = bool(res.num_gpus)
+
+    def auto_workers(encoders: int) -> int:
+        return max(1, min(cores // threads, encoders)) if local and not on_gpu else 1
+
+    batches = max(1, -(-documents // res.batch_size))
+    if res.pool_size != "auto":
+        actors = res.pool_size or 1
+        per_actor = emb.workers_per_actor
+        return actors, (auto_workers(max(1, fits // actors)) if per_actor == "auto" else per_actor)
+    if on_gpu:
+        actors = max(1, min(int(cluster.get("GPU", 0) // res.num_gpus), batches))
+        return actors, (1 if emb.workers_per_actor == "auto" else emb.workers_per_actor)
+    encoders = max(1, min(cores // threads, fits))
+    per_actor = auto_workers(encoders) if emb.workers_per_actor == "auto" else min(emb.workers_per_actor, encoders)
+    return max(1, min(encoders // per_actor, batches)), per_actor
 
 
 def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
@@ -215,21 +231,21 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
         branches.append(xl)
     ds = branches[0] if len(branches) == 1 else branches[0].union(*branches[1:])
     emb = cfg.embedding
-    resources = emb.resources
-    if resources.pool_size == "auto":
-        cluster = ray.cluster_resources()
-        # A local Ray counts more logical CPUs than the machine has cores (see init_ray); a cluster's
-        # nodes advertise their cores.
-        cores = int(cluster.get("CPU", 1)) if os.environ.get("RAY_ADDRESS") else (os.cpu_count() or 1)
-        resources = resources.model_copy(update={"pool_size": embed_pool_size(cfg, cluster, cores,
-                                                                                len(md_items) + len(xl_items))})
-        log.info("embedding: %d actor(s) (pool_size auto: %s, %s torch thread(s) each)", resources.pool_size,
-                 f"{cluster.get('GPU', 0):g} GPU(s)" if emb.resources.num_gpus else f"{cores} cores",
-                 emb.torch_threads or "default")
+    cluster = ray.cluster_resources()
+    local = not os.environ.get("RAY_ADDRESS")
+    # A local Ray counts more logical CPUs than the machine has cores (see init_ray); a cluster's nodes
+    # advertise their cores.
+    cores = (os.cpu_count() or 1) if local else int(cluster.get("CPU", 1))
+    actors, workers = embed_layout(cfg, cluster, cores, len(md_items) + len(xl_items), local)
+    resources = emb.resources.model_copy(update={"pool_size": actors, "num_cpus": emb.resources.num_cpus * workers})
+    log.info("embedding: %d actor(s) × %d encoder worker(s), %s torch thread(s) each (%s)", actors, workers,
+             emb.torch_threads or "default",
+             f"{cluster.get('GPU', 0):g} GPU(s)" if emb.resources.num_gpus else f"{cores} cores")
+    # Two calls at once keep an actor's workers fed: one call's batches finish while the next one's start.
     return adapter.apply(ds, adapter.Stage("embed", Embedder, CHUNK_SCHEMA, resources, {
         "model": emb.model, "device": emb.device, "dtype": emb.dtype, "encode_batch_size": emb.encode_batch_size,
-        "torch_threads": emb.torch_threads, "num_gpus": emb.resources.num_gpus,
-    }))
+        "torch_threads": emb.torch_threads, "num_gpus": emb.resources.num_gpus, "workers": workers,
+    }, calls_per_actor=min(workers, 2)))
 
 
 def operator_stats(ds) -> dict:
@@ -259,7 +275,8 @@ def stage_summary(stage_stats: dict, vectors: int) -> dict:
     """Rows and seconds for discover, parse, sentences, chunk, embed and load: the per-stage view kept in
     the runs table. discover = listing, hashing and the plan; parse/sentences/chunk/embed = summed task
     time of the stage's Ray operator (an operator Ray fused gives its time to each stage in it, marked
-    `fused`); load = the sink's Parquet writes and per-document COPY commits (rows: vectors loaded)."""
+    `fused`; an actor running two calls at once counts both); load = the sink's Parquet writes and
+    per-document COPY commits (rows: vectors loaded)."""
     def entry(rows: int, seconds: float, **extra) -> dict:
         return {"rows": rows, "seconds": round(seconds, 3),
                 "rows_per_second": round(rows / seconds, 1) if seconds else None, **extra}

@@ -12,6 +12,7 @@ It embeds in the driver process, on its GPU when it has one (`embedding.device`)
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -46,11 +47,16 @@ def _fingerprint_with(cfg: JobConfig, model: str) -> str:
 
 def make_embedder(cfg: JobConfig, model: str) -> Embedder:
     emb = cfg.embedding
-    # Re-embedding runs in this one process: with `pool_size: auto` the configured torch_threads is the
-    # per-actor share of an ingest's pool, so here torch takes every core instead.
-    threads = None if emb.resources.pool_size == "auto" else emb.torch_threads
+    # Re-embedding runs in this one process. With `workers_per_actor: auto` it takes the ingest's encoder
+    # shape over every core (one worker per `torch_threads` cores); with only `pool_size: auto` the
+    # configured torch_threads is the per-actor share of an ingest's pool, so torch takes every core.
+    threads, workers = emb.torch_threads, emb.workers_per_actor
+    if workers == "auto":
+        workers = 1 if emb.resources.num_gpus else max(1, (os.cpu_count() or 1) // (threads or 1))
+    elif emb.resources.pool_size == "auto":
+        threads = None
     return Embedder(model, device=emb.device, dtype=emb.dtype, encode_batch_size=emb.encode_batch_size,
-                    torch_threads=threads, num_gpus=emb.resources.num_gpus)
+                    torch_threads=threads, num_gpus=emb.resources.num_gpus, workers=workers)
 
 
 def fill_space(store: PgStore, active: Collection, space: Collection, embedder: Embedder,

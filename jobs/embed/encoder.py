@@ -4,12 +4,21 @@ Vectors are L2-normalised so cosine distance in pgvector equals the dot product 
 trained for. Only `chunk` rows that are not omitted are embedded; everything else passes through.
 If a batch fails, the documents in it are retried one by one, so a single bad document fails
 alone instead of taking its batch neighbours with it.
+
+On a CPU one actor runs several encoder workers (threads, each with its own copy of the model and
+`torch_threads` torch threads): single-threaded encoders do not stall each other at torch's sync points
+when another process takes a core, and as threads of one process they import torch and
+sentence-transformers once instead of once per core (ops/bench/RESULTS.md).
 """
 
 from __future__ import annotations
 
 import logging
+import queue
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
+from jobs.chunk.tokens import token_counter
 from jobs.embed.models import resolve_model
 from jobs.rows import error_fields
 
@@ -47,7 +56,8 @@ def token_budget_batches(lengths: list[int], max_tokens: int, max_rows: int) -> 
 
 class Embedder:
     def __init__(self, model: str, *, device: str = "auto", dtype: str = "float32", encode_batch_size: int = 64,
-                 torch_threads: int | None = None, num_gpus: float = 0.0, max_batch_tokens: int | None = None):
+                 torch_threads: int | None = None, num_gpus: float = 0.0, max_batch_tokens: int | None = None,
+                 workers: int = 1):
         import torch
         from sentence_transformers import SentenceTransformer
 
@@ -56,9 +66,22 @@ class Embedder:
         self.model_ref = model
         self.device = pick_device(device, num_gpus)
         info = resolve_model(model)
-        self.model = SentenceTransformer(info.location, device=self.device)
-        if dtype != "float32" and self.device != "cpu":
-            self.model = self.model.to(getattr(torch, dtype))
+
+        def load():
+            loaded = SentenceTransformer(info.location, device=self.device)
+            return loaded.to(getattr(torch, dtype)) if dtype != "float32" and self.device != "cpu" else loaded
+
+        # One copy per worker: a Hugging Face fast tokenizer must not be called from two threads at once
+        # (it resets its padding state per call: "Already borrowed"), and a copy of a CPU model is small.
+        workers = max(1, workers) if self.device == "cpu" else 1  # on a GPU the device is the limit
+        self.model = load()
+        self._idle: queue.SimpleQueue = queue.SimpleQueue()
+        for replica in [self.model] + [load() for _ in range(workers - 1)]:
+            self._idle.put(replica)
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="encode") if workers > 1 else None
+        self.workers = workers
+        self._counter = token_counter(model)
+        self._count_lock = threading.Lock()
         self.batch_size = encode_batch_size
         # Padded tokens per forward pass. On a CPU small batches cost no more per token, so a tight budget
         # all but removes padding; a GPU wants big batches (bench: ops/bench/gpu.py).
@@ -66,26 +89,40 @@ class Embedder:
 
     def token_lengths(self, texts: list[str]) -> list[int]:
         """Tokens per text as the model will see them (special tokens included, truncated at its limit)."""
-        limit = self.model.max_seq_length or 512
-        ids = self.model.tokenizer(texts, add_special_tokens=True, truncation=True, max_length=limit)["input_ids"]
-        return [len(x) for x in ids]
+        with self._count_lock:
+            counts = self._counter.count(texts)
+        return [min(n, self._counter.limit) + self._counter.special for n in counts]
 
     def encode(self, texts: list[str]):
         """Normalised float32 vectors, in the order of `texts`, computed in token-budget batches grouped
-        by length (see token_budget_batches), so short texts are never padded to a long neighbour."""
+        by length (see token_budget_batches), so short texts are never padded to a long neighbour. With
+        several workers the batches run on all of them, longest first, and calls share the workers."""
         import numpy as np
-        import torch
 
         out = np.zeros((len(texts), self.model.get_embedding_dimension()), dtype=np.float32)
         if not texts:
             return out
-        with torch.inference_mode():
-            for batch in token_budget_batches(self.token_lengths(texts), self.max_batch_tokens, self.batch_size):
-                out[batch] = self.model.encode(
-                    [texts[i] for i in batch], batch_size=len(batch), normalize_embeddings=True,
-                    convert_to_numpy=True, show_progress_bar=False,
-                ).astype(np.float32)
+        batches = token_budget_batches(self.token_lengths(texts), self.max_batch_tokens, self.batch_size)
+        if self._pool is None:
+            for batch in batches:
+                out[batch] = self._encode_batch([texts[i] for i in batch])
+        else:
+            futures = [(batch, self._pool.submit(self._encode_batch, [texts[i] for i in batch])) for batch in batches]
+            for batch, future in futures:
+                out[batch] = future.result()
         return out
+
+    def _encode_batch(self, texts: list[str]):
+        import numpy as np
+        import torch
+
+        model = self._idle.get()  # as many copies as workers, so one is always free here
+        try:
+            with torch.inference_mode():
+                return model.encode(texts, batch_size=len(texts), normalize_embeddings=True, convert_to_numpy=True,
+                                    show_progress_bar=False).astype(np.float32)
+        finally:
+            self._idle.put(model)
 
     def __call__(self, rows: list[dict]) -> list[dict]:
         todo = [i for i, r in enumerate(rows) if r.get("row_kind") == "chunk" and not r.get("omitted")]

@@ -95,6 +95,10 @@ def _duplicate_neighbours(store, table: sql.Composed, threshold: float, exact: b
         else:
             # Only the single nearest other chunk is needed; 40 candidates leave room for the row itself.
             store.conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(HNSW_EF_SEARCH)))
+            # On a small table the planner prefers a sequential scan per probe, which computes every row's
+            # norm for the non-empty filter each time: 5 s for 727 chunks against 0.5 s for 3,255 through
+            # the index. The probes go through the index.
+            store.conn.execute("SET LOCAL enable_seqscan = off")
         checked, duplicates = store.conn.execute(stmt, (threshold,)).fetchone()
     return int(checked), int(duplicates)
 

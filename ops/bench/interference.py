@@ -1,6 +1,8 @@
-"""Why CPU embedding runs as one single-threaded actor per core: the same encode as one process with
-every core's torch threads vs one single-threaded process per core, alone and beside background
-processes that take short bursts of CPU (as Ray's daemons, the driver and the parse/chunk workers do).
+"""Why CPU embedding runs one single-threaded encoder per core: the same encode as one process with
+every core's torch threads, one single-threaded process per core, and one process with one
+single-threaded encoder worker (thread) per core (the embedding actor of configs/local.yaml), alone
+and beside background processes that take short bursts of CPU (as Ray's daemons, the driver and the
+parse/chunk workers do).
 
     python -m ops.bench interference          # BENCH_INTERFERENCE_TEXTS (1200), BENCH_INTERFERENCE_DUTY (0.3)
 
@@ -29,12 +31,12 @@ def _burn(duty: float) -> None:
         time.sleep(BURST_S * (1 - duty) / duty)
 
 
-def _encode(threads: int, start: int, n: int, total: int) -> float:
+def _encode(threads: int, workers: int, start: int, n: int, total: int) -> float:
     from jobs.embed.encoder import Embedder
     from ops.bench.gpu import texts_from_fixtures
 
     texts = texts_from_fixtures(total)[start:start + n]
-    embedder = Embedder(common.MODEL, device="cpu", torch_threads=threads)
+    embedder = Embedder(common.MODEL, device="cpu", torch_threads=threads, workers=workers)
     t0 = time.perf_counter()
     embedder.encode(texts)
     return time.perf_counter() - t0
@@ -46,12 +48,13 @@ def _spawn(*args: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, text=True)
 
 
-def shape(processes: int, threads: int, texts: int, burners: int, duty: float) -> float:
+def shape(processes: int, threads: int, workers: int, texts: int, burners: int, duty: float) -> float:
     """Wall seconds until every encoder process is done (each encodes its share of the texts)."""
     noise = [_spawn("burn", str(duty)) for _ in range(burners)]
     try:
         share = -(-texts // processes)
-        procs = [_spawn("encode", str(threads), str(i * share), str(share), str(texts)) for i in range(processes)]
+        procs = [_spawn("encode", str(threads), str(workers), str(i * share), str(share), str(texts))
+                 for i in range(processes)]
         return max(float(p.communicate()[0].strip().splitlines()[-1]) for p in procs)
     finally:
         for p in noise:
@@ -63,11 +66,12 @@ def bench() -> dict:
     cores = os.cpu_count() or 1
     texts = int(os.environ.get("BENCH_INTERFERENCE_TEXTS") or 1200)
     duty = float(os.environ.get("BENCH_INTERFERENCE_DUTY") or 0.3)
-    shapes = {f"1 process x {cores} threads": (1, cores), f"{cores} processes x 1 thread": (cores, 1)}
+    shapes = {f"1 process x {cores} threads": (1, cores, 1), f"{cores} processes x 1 thread": (cores, 1, 1),
+              f"1 process x {cores} workers x 1 thread": (1, 1, cores)}
     out = {"machine": common.machine(), "texts": texts, "burners": 2, "burner_duty": duty, "shapes": {}}
-    for name, (procs, threads) in shapes.items():
-        alone = shape(procs, threads, texts, 0, duty)
-        beside = shape(procs, threads, texts, 2, duty)
+    for name, (procs, threads, workers) in shapes.items():
+        alone = shape(procs, threads, workers, texts, 0, duty)
+        beside = shape(procs, threads, workers, texts, 2, duty)
         out["shapes"][name] = {"alone_s": round(alone, 2), "beside_s": round(beside, 2),
                                "slowdown": round(beside / alone, 3)}
     return out
@@ -85,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "burn":
         _burn(float(argv[1]))
     if argv and argv[0] == "encode":
-        print(_encode(*(int(a) for a in argv[1:5])))
+        print(_encode(*(int(a) for a in argv[1:6])))
         return 0
     return common.run_one("interference", bench, report)
 

@@ -49,3 +49,25 @@ def test_embeds_only_chunks_that_are_not_omitted(embedder):
 def test_similar_texts_are_closer(embedder):
     a, b, c = embedder.encode(["How to start the dev server", "Starting the development server", "Stanley Cup winners"])
     assert a @ b > a @ c
+
+
+def test_workers_share_a_call_and_concurrent_calls_without_changing_a_vector(embedder):
+    """Two encoder workers in one actor (each its own model copy) split every call's length-grouped
+    batches, and Ray runs two calls at once: the vectors must be the one-worker vectors, in order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [f"Section {i} › Setup\n\n" + "Install the package and restart the server. " * (1 + i % 9)
+             for i in range(48)]
+    pooled = Embedder(MODEL, device="cpu", encode_batch_size=8, workers=2, max_batch_tokens=256)
+    assert pooled.workers == 2
+    alone = embedder.encode(texts)
+    with ThreadPoolExecutor(2) as calls:
+        first, second = calls.map(pooled.encode, [texts, texts[::-1]])
+    np.testing.assert_allclose(first, alone, atol=1e-6)
+    np.testing.assert_allclose(second, alone[::-1], atol=1e-6)
+
+
+def test_token_lengths_count_special_tokens_and_stop_at_the_model_limit(embedder):
+    short, long = embedder.token_lengths(["Run the installer.", "word " * 1000])
+    assert short == len(embedder.model.tokenizer("Run the installer.")["input_ids"])
+    assert long == embedder.model.max_seq_length
