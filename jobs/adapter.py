@@ -47,8 +47,9 @@ class _ActorHost:
 
 
 def _actor_pool(stage: Stage):
-    """A fixed pool; `tasks_in_flight` counts per concurrent call. Concurrent calls need Ray ≥ 2.5x's
-    `max_concurrent_calls_per_actor`; an older Ray runs them one at a time, which is only slower."""
+    """A fixed pool; `tasks_in_flight` counts per concurrent call. Concurrent calls need an
+    ActorPoolStrategy that takes `max_concurrent_calls_per_actor` and `enable_true_multi_threading`
+    (Ray 2.60 does); with an older Ray the calls run one at a time, which is only slower."""
     import inspect
 
     import ray.data
@@ -56,7 +57,8 @@ def _actor_pool(stage: Stage):
     res, calls = stage.resources, stage.calls_per_actor
     kwargs = {"size": res.pool_size or 1,
               "max_tasks_in_flight_per_actor": res.tasks_in_flight * calls if res.tasks_in_flight else None}
-    if calls > 1 and "enable_true_multi_threading" in inspect.signature(ray.data.ActorPoolStrategy).parameters:
+    takes = inspect.signature(ray.data.ActorPoolStrategy).parameters
+    if calls > 1 and {"max_concurrent_calls_per_actor", "enable_true_multi_threading"} <= set(takes):
         kwargs |= {"max_concurrent_calls_per_actor": calls, "enable_true_multi_threading": True}
     return ray.data.ActorPoolStrategy(**kwargs)
 
