@@ -44,9 +44,9 @@ def prepare_inputs(run_dir: str, files: list, root, cfg) -> dict:
     return {
         "config": {"sentences_model": cfg.sentences.model, "nlp_batch_size": cfg.sentences.nlp_batch_size,
                    "model": emb.model, "encode_batch_size": emb.encode_batch_size,
-                   # One process with every core: the fastest a plain script can encode here (the ingest's
-                   # single-threaded actors only pay off beside other work; RESULTS.md).
-                   "torch_threads": os.cpu_count()},
+                   # One single-threaded encoder worker per core, in one process: alone it measured faster
+                   # than one encoder with a torch thread per core (`python -m ops.bench interference`).
+                   "torch_threads": 1, "workers": os.cpu_count() or 1},
         "database_url": common.database_url(),
         "prose": prose,
         "rows": rows,

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     from jobs.embed.encoder import Embedder
 
     embedder = Embedder(cfg["model"], device="cpu", encode_batch_size=cfg["encode_batch_size"],
-                        torch_threads=cfg.get("torch_threads"))
+                        torch_threads=cfg.get("torch_threads"), workers=cfg.get("workers", 1))
     steps["model_load"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     rows = inputs["rows"]
