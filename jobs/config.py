@@ -291,6 +291,11 @@ class RayConfig(_Strict):
     parse: ResourcesConfig = ResourcesConfig(num_cpus=0.5, batch_size=4)
     chunk: ResourcesConfig = ResourcesConfig(num_cpus=0.5, batch_size=8)
     excel: ResourcesConfig = ResourcesConfig(num_cpus=0.5, batch_size=1)
+    fuse_markdown: Literal["auto"] | bool = Field(
+        "auto", description="parse, sentences and chunk run in the sentence actors, one pass per batch of "
+        "documents: no parse/chunk task workers and no Arrow round trips between the three (`parse` and `chunk` "
+        "above then go unused). `auto`: when sentences run on CPU; on GPUs parse and chunk stay CPU tasks, off "
+        "the GPU actors")
     progress_bars: bool = True
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -191,6 +192,15 @@ def embed_layout(cfg: JobConfig, cluster: dict, cores: int, documents: int,
     return max(1, min(encoders // per_actor, batches)), per_actor
 
 
+def fuse_markdown(cfg: JobConfig) -> bool:
+    """Whether the Markdown stages run as one (`ray.fuse_markdown`). On CPU the parse and chunk tasks
+    cost more in worker processes and Arrow round trips than their own work (ops/bench/RESULTS.md);
+    on a GPU they would hold the GPU actor while the GPU waits."""
+    if cfg.ray.fuse_markdown == "auto":
+        return not cfg.sentences.resources.num_gpus
+    return cfg.ray.fuse_markdown
+
+
 def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
                   storage: fs.StorageOptions | None = None):
     """The Ray Data plan: one branch per source type, unioned before the embedding actor pool. Work
@@ -205,22 +215,30 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
 
     branches = []
     if md_items:
-        md = source(md_items, cfg.ray.parse.batch_size)
-        md = adapter.apply(md, adapter.Stage("parse_markdown", parse_documents, DOC_SCHEMA, cfg.ray.parse, {
-            "title_from_front_matter": cfg.markdown.title_from_front_matter,
-            "onenote_headings": cfg.markdown.onenote_headings,
-            "storage": storage,
-        }))
-        md = adapter.apply(md, adapter.Stage("sentences", SentenceSplitter, DOC_SCHEMA, cfg.sentences.resources, {
-            "model": cfg.sentences.model,
-            "require_gpu": cfg.sentences.require_gpu,
-            "nlp_batch_size": cfg.sentences.nlp_batch_size,
-            "download_missing": cfg.sentences.download_missing,
-        }))
-        md = adapter.apply(md, adapter.Stage("chunk", chunk_documents, CHUNK_SCHEMA, cfg.ray.chunk, {
-            "chunking": cfg.chunking, "quality": cfg.quality, "embedding_model": cfg.embedding.model,
-            "description_keys": tuple(cfg.markdown.description_keys),
-        }))
+        stages = [
+            adapter.Stage("parse_markdown", parse_documents, DOC_SCHEMA, cfg.ray.parse, {
+                "title_from_front_matter": cfg.markdown.title_from_front_matter,
+                "onenote_headings": cfg.markdown.onenote_headings,
+                "storage": storage,
+            }),
+            adapter.Stage("sentences", SentenceSplitter, DOC_SCHEMA, cfg.sentences.resources, {
+                "model": cfg.sentences.model,
+                "require_gpu": cfg.sentences.require_gpu,
+                "nlp_batch_size": cfg.sentences.nlp_batch_size,
+                "download_missing": cfg.sentences.download_missing,
+            }),
+            adapter.Stage("chunk", chunk_documents, CHUNK_SCHEMA, cfg.ray.chunk, {
+                "chunking": cfg.chunking, "quality": cfg.quality, "embedding_model": cfg.embedding.model,
+                "description_keys": tuple(cfg.markdown.description_keys),
+            }),
+        ]
+        if fuse_markdown(cfg):
+            md = adapter.apply(source(md_items, cfg.sentences.resources.batch_size),
+                               adapter.fuse(stages, cfg.sentences.resources))
+        else:
+            md = source(md_items, cfg.ray.parse.batch_size)
+            for stage in stages:
+                md = adapter.apply(md, stage)
         branches.append(md)
     if xl_items:
         xl = source(xl_items, cfg.ray.excel.batch_size)
@@ -267,6 +285,7 @@ def operator_stats(ds) -> dict:
         return {}
 
 
+# Operator names hold their stages' names: `MapBatches(chunk)`, Ray's fused `A->B`, adapter.fuse's `a+b`.
 _STAGE_OPERATORS = {"parse": ("parse_markdown", "excel"), "sentences": ("sentences",), "chunk": ("chunk",),
                     "embed": ("embed",)}
 
@@ -274,8 +293,8 @@ _STAGE_OPERATORS = {"parse": ("parse_markdown", "excel"), "sentences": ("sentenc
 def stage_summary(stage_stats: dict, vectors: int) -> dict:
     """Rows and seconds for discover, parse, sentences, chunk, embed and load: the per-stage view kept in
     the runs table. discover = listing, hashing and the plan; parse/sentences/chunk/embed = summed task
-    time of the stage's Ray operator (an operator Ray fused gives its time to each stage in it, marked
-    `fused`; an actor running two calls at once counts both); load = the sink's Parquet writes and
+    time of the stage's Ray operator (an operator fused by Ray or by `ray.fuse_markdown` gives its time
+    and output rows to each stage in it, marked `fused`; an actor running two calls at once counts both); load = the sink's Parquet writes and
     per-document COPY commits (rows: vectors loaded)."""
     def entry(rows: int, seconds: float, **extra) -> dict:
         return {"rows": rows, "seconds": round(seconds, 3),
@@ -284,9 +303,10 @@ def stage_summary(stage_stats: dict, vectors: int) -> dict:
     discover = stage_stats.get("discover_plan", {})
     out = {"discover": entry(discover.get("files", 0), discover.get("seconds", 0.0))}
     for stage, names in _STAGE_OPERATORS.items():
-        ops = [(op, s) for op, s in stage_stats.get("pipeline", {}).items() if any(f"({n})" in op for n in names)]
+        ops = [(op, s) for op, s in stage_stats.get("pipeline", {}).items()
+               if set(names) & set(re.findall(r"\w+", op))]
         out[stage] = entry(sum(s["rows"] for _, s in ops), sum(s["task_seconds"] for _, s in ops),
-                           **({"fused": True} if any("->" in op for op, _ in ops) else {}))
+                           **({"fused": True} if any("->" in op or "+" in op for op, _ in ops) else {}))
     out["load"] = entry(vectors, stage_stats.get("sink", {}).get("seconds", 0.0))
     return out
 

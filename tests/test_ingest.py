@@ -124,6 +124,21 @@ def test_ingest_search_status_and_noop_rerun(tmp_path, corpus, env, pg_url):
     assert chunk_rows(pg_url, "e2e_basic") == rows
 
 
+def test_fused_and_separate_markdown_stages_give_the_same_chunks(tmp_path, corpus, env, pg_url):
+    landed = {}
+    for fuse in (True, False):
+        name = f"e2e_fuse_{str(fuse).lower()}"
+        cfg = write_config(tmp_path / f"{name}.yaml", name, [corpus], ray__fuse_markdown=fuse)
+        out = cli("ingest", "--config", str(cfg), "--output", str(tmp_path / "runs"), env=env)
+        assert out.returncode == 0, out.stdout + out.stderr
+        landed[fuse] = [r[1:] for r in chunk_rows(pg_url, name)]
+        with psycopg.connect(pg_url) as conn:
+            stages = conn.execute("SELECT stage_stats FROM corpusmill.runs WHERE collection = %s", (name,)).fetchone()[0]
+        assert stages["stages"]["sentences"].get("fused", False) is fuse
+        assert stages["stages"]["chunk"]["rows"] > 0
+    assert landed[True] == landed[False] and len(landed[True]) > 20
+
+
 def test_incremental_changes_and_config_fingerprint(tmp_path, corpus, env, pg_url):
     cfg = write_config(tmp_path / "c.yaml", "e2e_incr", [corpus])
     assert cli("ingest", "--config", str(cfg), env=env).returncode == 0
@@ -306,3 +321,16 @@ def test_auto_embedding_pool_on_gpus_is_one_actor_per_gpu_share():
     assert embed_layout(cfg, {"CPU": 64, "GPU": 4}, cores=64, documents=3000) == (2, 1)
     fixed = _pool_cfg(resources={"num_gpus": 1, "pool_size": 3})
     assert embed_layout(fixed, {"CPU": 64, "GPU": 4}, cores=64, documents=5) == (3, 1)
+
+
+def test_markdown_stages_fuse_on_cpu_and_stay_separate_on_gpu_unless_set():
+    from jobs.config import JobConfig
+    from jobs.ingest import fuse_markdown
+
+    assert fuse_markdown(JobConfig())
+    gpu = {"sentences": {"resources": {"num_gpus": 1, "pool_size": 1}}}
+    assert not fuse_markdown(JobConfig.model_validate(gpu))
+    assert fuse_markdown(JobConfig.model_validate(gpu | {"ray": {"fuse_markdown": True}}))
+    assert not fuse_markdown(JobConfig.model_validate({"ray": {"fuse_markdown": False}}))
+    with pytest.raises(ValueError, match="fuse_markdown"):
+        JobConfig.model_validate({"ray": {"fuse_markdown": "sometimes"}})

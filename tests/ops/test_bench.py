@@ -38,6 +38,16 @@ def test_stage_summary_names_every_stage():
     assert out["load"]["rows"] == 8 and out["load"]["rows_per_second"] == 32.0
 
 
+def test_stage_summary_gives_a_fused_operator_to_each_of_its_stages():
+    stats = {"pipeline": {"MapBatches(parse_markdown+sentences+chunk)": {"rows": 9, "task_seconds": 2.0},
+                          "MapBatches(excel)": {"rows": 3, "task_seconds": 0.5},
+                          "MapBatches(embed)": {"rows": 12, "task_seconds": 3.0}}}
+    out = stage_summary(stats, vectors=12)
+    assert out["sentences"] == out["chunk"] == {"rows": 9, "seconds": 2.0, "rows_per_second": 4.5, "fused": True}
+    assert out["parse"] == {"rows": 12, "seconds": 2.5, "rows_per_second": 4.8, "fused": True}
+    assert "fused" not in out["embed"]
+
+
 def test_synthetic_corpus_copies_the_base(tmp_path, monkeypatch):
     monkeypatch.setenv("BENCH_CORPUS", str(CORPUS))
     monkeypatch.setenv("CORPUSMILL_HOME", str(tmp_path))
