@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -121,11 +122,13 @@ def driver_runtime_env() -> dict:
     return {"env_vars": extra} if extra else {}
 
 
-def init_ray(cfg: JobConfig) -> None:
+def init_ray(cfg: JobConfig) -> bool:
+    """Start a local Ray (or join RAY_ADDRESS) unless this process has one already. True when this call
+    started a local Ray, which the run then stops itself (stop_ray_in_background)."""
     import ray
 
     if ray.is_initialized():
-        return
+        return False
     address = os.environ.get("RAY_ADDRESS")
     kwargs = dict(
         include_dashboard=False,
@@ -141,6 +144,24 @@ def init_ray(cfg: JobConfig) -> None:
     ctx = DataContext.get_current()
     ctx.enable_progress_bars = cfg.ray.progress_bars
     ctx.enable_operator_progress_bars = cfg.ray.progress_bars
+    return not address
+
+
+def stop_ray_in_background() -> threading.Thread:
+    """Stop the local Ray this run started while the driver builds the index and writes the report.
+    Its processes take a second or two to exit, and left to Ray's exit hook, which also sleeps half
+    a second first, the job would wait through both after its last step."""
+    import ray
+
+    def stop() -> None:
+        try:
+            ray.shutdown()
+        except Exception:  # the run is done; a Ray that does not stop cleanly must not fail it
+            log.warning("the local Ray did not stop cleanly", exc_info=True)
+
+    thread = threading.Thread(target=stop, name="ray-shutdown", daemon=True)
+    thread.start()
+    return thread
 
 
 def check_reachable(cfg: JobConfig) -> None:
@@ -338,8 +359,9 @@ def run_ingest(cfg: JobConfig, run_id: str | None = None) -> IngestResult:
         plan, _ = make_plan_for(cfg, store, storage)
         stage_stats: dict = {"discover_plan": {"files": sum(plan.counts().values()) - len(plan.delete),
                                                "read": plan.hashed, "seconds": round(time.monotonic() - t0, 3)}}
+        started_ray, stopping = False, None
         if plan.to_process:  # before anything is recorded: a run that cannot read its inputs never starts
-            init_ray(cfg)
+            started_ray = init_ray(cfg)
             check_reachable(cfg)
         output = RunOutput(location, dim, storage, staging)
         run_dir = output.run_dir  # local: the run directory itself, or the staging copy of a remote one
@@ -392,6 +414,9 @@ def run_ingest(cfg: JobConfig, run_id: str | None = None) -> IngestResult:
                 output.write_text("ray_stats.txt", ds.stats() + "\n")
             except Exception:  # stats are a nicety; never fail a finished run over them
                 log.debug("could not write Ray Data stats", exc_info=True)
+            del ds  # its blocks belong to the Ray that stops now
+            if started_ray:
+                stopping = stop_ray_in_background()
             t_index = time.monotonic()
             result.index_built = store.ensure_hnsw_index(coll, cfg.database.hnsw_m, cfg.database.hnsw_ef_construction)
             stage_stats["stages"]["index"] = {"built": result.index_built,
@@ -432,4 +457,6 @@ def run_ingest(cfg: JobConfig, run_id: str | None = None) -> IngestResult:
     except Exception:
         log.exception("could not upload the QA report of %s to %s (`corpusmill report --run-id %s` retries)",
                       run_id, output.uri, run_id)
+    if stopping is not None:
+        stopping.join()
     return result

@@ -334,3 +334,35 @@ def test_markdown_stages_fuse_on_cpu_and_stay_separate_on_gpu_unless_set():
     assert not fuse_markdown(JobConfig.model_validate({"ray": {"fuse_markdown": False}}))
     with pytest.raises(ValueError, match="fuse_markdown"):
         JobConfig.model_validate({"ray": {"fuse_markdown": "sometimes"}})
+
+
+def test_a_run_that_starts_its_own_ray_stops_it_before_returning(tmp_path, corpus, cm_home, pg_url):
+    """Without RAY_ADDRESS the run starts a private local Ray, and stops it during its last steps
+    rather than leaving it to the exit hook: it is down when run_ingest returns, processes and all."""
+    import tempfile
+
+    cfg = write_config(tmp_path / "own.yaml", "e2e_own_ray", [corpus])
+    ray_tmp = tempfile.mkdtemp(prefix="cmown-", dir="/tmp")  # Unix socket paths must stay short
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update(CORPUSMILL_HOME=str(cm_home), RAY_TMPDIR=ray_tmp, TOKENIZERS_PARALLELISM="false")
+    script = (
+        "import json, os, subprocess, sys, ray\n"
+        "from jobs.config import load_config\n"
+        "from jobs.ingest import run_ingest\n"
+        "result = run_ingest(load_config(sys.argv[1]))\n"
+        "found = subprocess.run(['pgrep', '-f', sys.argv[2]], capture_output=True, text=True).stdout.split()\n"
+        "left = [pid for pid in found if int(pid) != os.getpid()]  # this script names the directory too\n"
+        "print(json.dumps({'ok': result.ok, 'vectors': result.metrics['chunks']['embedded'],\n"
+        "                  'ray_up': ray.is_initialized(), 'left': left}))\n"
+    )
+    try:
+        proc = subprocess.run([sys.executable, "-c", script, str(cfg), ray_tmp], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert out["ok"] and out["vectors"] > 20
+        assert out["ray_up"] is False and out["left"] == []
+        assert "did not stop cleanly" not in proc.stderr
+    finally:
+        subprocess.run(["pkill", "-f", ray_tmp], capture_output=True)
+        shutil.rmtree(ray_tmp, ignore_errors=True)

@@ -165,40 +165,62 @@ class SentenceSplitter:
         self.nlp_batch_size = nlp_batch_size
 
     def __call__(self, rows: list[dict]) -> list[dict]:
-        out = []
+        """One nlp.pipe over the prose of every document in the batch. A call per document would hand
+        spaCy a handful of paragraphs at a time: small batches, which starve a GPU pipeline and cost
+        a CPU one its per-batch overhead."""
+        out, todo = [], []  # todo: (index in out, row, its pieces, its prose)
         for row in rows:
-            if row.get("error_stage"):
-                out.append(row)
-                continue
-            try:
-                row = dict(row, units_json=json.dumps(self._units(row["text"], json.loads(row["sections_json"]))))
-            except Exception as exc:
-                row = dict(row, **error_fields("sentences", exc))
+            if not row.get("error_stage"):
+                try:
+                    todo.append((len(out), row, *_layout(row["text"], json.loads(row["sections_json"]))))
+                except Exception as exc:
+                    row = dict(row, **error_fields("sentences", exc))
             out.append(row)
+        try:
+            self._split([(row["text"], prose) for _, row, _, prose in todo])
+            done = [(i, row, pieces) for i, row, pieces, _ in todo]
+        except Exception:  # one document broke the shared batch: split them alone, so the error is its own
+            done = []
+            for i, row, _, _ in todo:
+                try:
+                    pieces, prose = _layout(row["text"], json.loads(row["sections_json"]))
+                    self._split([(row["text"], prose)])
+                    done.append((i, row, pieces))
+                except Exception as exc:
+                    out[i] = dict(row, **error_fields("sentences", exc))
+        for i, row, pieces in done:
+            out[i] = dict(row, units_json=json.dumps([[unit for piece in section for unit in piece]
+                                                      for section in pieces]))
         return out
 
-    def _units(self, text: str, sections: list[dict]) -> list[list[list]]:
-        """Per section, units [start, end, kind, block]; `block` numbers the source block a unit
-        came from, so the chunker can prefer to cut between paragraphs rather than inside one."""
-        # Each section is a list of pieces (lists of units); a prose piece is filled after nlp.pipe.
-        pieces: list[list[list[list]]] = [[] for _ in sections]
-        prose: list[tuple[int, int, int, list]] = []  # (start, end, block, the piece its sentences go into)
-        block = 0
-        for si, section in enumerate(sections):
-            for b in section["blocks"]:
-                kind, start, end = b["kind"], b["start"], b["end"]
-                if kind in ("p", "quote"):
-                    piece: list[list] = []
-                    prose.append((start, end, block, piece))
-                    pieces[si].append(piece)
-                elif kind == "list":
-                    pieces[si].append(_list_items(text, start, end, block))
-                else:  # code, table, html: never split
-                    pieces[si].append([[start, end, kind, block]])
-                block += 1
+    def _split(self, docs: list[tuple[str, list]]) -> None:
+        """Fill the prose pieces of `docs` [(text, prose from _layout)] with their sentence units."""
+        prose = [(text, item) for text, items in docs for item in items]
         # Batches sorted by length keep padded (transformer) batches tight.
-        prose.sort(key=lambda p: p[1] - p[0])
-        docs = self.nlp.pipe((text[a:b] for a, b, _, _ in prose), batch_size=self.nlp_batch_size)
-        for (start, _, blk, piece), doc in zip(prose, docs):
-            piece.extend(_spans(doc, start, blk))
-        return [[unit for piece in section for unit in piece] for section in pieces]
+        prose.sort(key=lambda x: x[1][1] - x[1][0])
+        parsed = self.nlp.pipe((text[a:b] for text, (a, b, _, _) in prose), batch_size=self.nlp_batch_size)
+        for (_, (start, _, block, piece)), doc in zip(prose, parsed):
+            piece.extend(_spans(doc, start, block))
+
+
+def _layout(text: str, sections: list[dict]) -> tuple[list[list[list[list]]], list[tuple]]:
+    """(pieces, prose). Per section, a list of pieces, each a list of units [start, end, kind, block];
+    `block` numbers the source block a unit came from, so the chunker can prefer to cut between
+    paragraphs rather than inside one. Code, tables, html and list items are whole units already; a
+    prose piece stays empty until its sentences are split: `prose` holds (start, end, block, piece)."""
+    pieces: list[list[list[list]]] = [[] for _ in sections]
+    prose: list[tuple[int, int, int, list]] = []
+    block = 0
+    for si, section in enumerate(sections):
+        for b in section["blocks"]:
+            kind, start, end = b["kind"], b["start"], b["end"]
+            if kind in ("p", "quote"):
+                piece: list[list] = []
+                prose.append((start, end, block, piece))
+                pieces[si].append(piece)
+            elif kind == "list":
+                pieces[si].append(_list_items(text, start, end, block))
+            else:  # code, table, html: never split
+                pieces[si].append([[start, end, kind, block]])
+            block += 1
+    return pieces, prose

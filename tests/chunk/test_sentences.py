@@ -120,7 +120,8 @@ def test_transformer_pipelines_load_with_their_plugin_and_keep_transformer_and_p
         "splitter = SentenceSplitter(sys.argv[1])\n"
         "text = 'The server starts. It watches files.'\n"
         "sections = [{'blocks': [{'kind': 'p', 'start': 0, 'end': len(text)}]}]\n"
-        "units = splitter._units(text, sections)\n"
+        "(row,) = splitter([{'text': text, 'sections_json': json.dumps(sections)}])\n"
+        "units = json.loads(row['units_json'])\n"
         "print(json.dumps({'lean': lean, 'pipes': splitter.nlp.pipe_names, 'units': units}))\n"
     )
     proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "trf-pipeline")], cwd=REPO,
@@ -131,3 +132,27 @@ def test_transformer_pipelines_load_with_their_plugin_and_keep_transformer_and_p
     assert out["pipes"] == ["transformer", "parser"]
     units = out["units"][0]
     assert units and units[0][0] == 0 and units[-1][1] == len("The server starts. It watches files.")
+
+
+def _row(text: str) -> dict:
+    return {"text": text, "sections_json": json.dumps(parse_markdown(text, "t").sections_as_dicts())}
+
+
+def test_one_pipe_call_splits_every_document_of_a_batch_as_alone(splitter, monkeypatch):
+    texts = [f"# Doc {i}\n\nFirst idea of doc {i}. A second one follows.\n\n## Part\n\nMore prose here. The end.\n"
+             for i in range(5)]
+    alone = [splitter([_row(t)])[0]["units_json"] for t in texts]
+    calls = []
+    pipe = splitter.nlp.pipe
+    monkeypatch.setattr(splitter.nlp, "pipe", lambda *a, **k: calls.append(1) or pipe(*a, **k))
+    together = splitter([_row(t) for t in texts])
+    assert len(calls) == 1
+    assert [r["units_json"] for r in together] == alone
+
+
+def test_a_document_that_breaks_the_shared_batch_fails_alone(splitter):
+    good = _row("# Fine\n\nThis one splits. Into two sentences.\n")
+    broken = dict(_row("# Broken\n\nIts text goes missing before spaCy sees it.\n"), text=None)
+    out = splitter([good, broken, good])
+    assert out[1]["error_stage"] == "sentences" and out[1]["error_class"] == "TypeError"
+    assert out[0]["units_json"] == out[2]["units_json"] == splitter([good])[0]["units_json"]
