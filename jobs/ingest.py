@@ -3,7 +3,8 @@
     work items ─┬─ markdown: parse (tasks) ─► sentences (spaCy actors) ─► chunk (tasks) ─┐
                 └─ excel: rows → chunks (tasks) ─────────────────────────────────────────┴─► embed (actors) ─► sink
 
-The sink runs in the driver and commits document by document (see jobs/store/sink.py), so killing
+When sentences run on CPU the three Markdown stages are one pass inside the spaCy actors
+(`ray.fuse_markdown`). The sink runs in the driver and commits document by document (see jobs/store/sink.py), so killing
 the job at any moment loses at most the documents in flight; the next run resumes with them.
 """
 

@@ -55,8 +55,9 @@ def report(r: dict) -> str:
     headers = ["stage"] + [h for s in sizes for h in (f"{s['factor']}x s", f"{s['factor']}x rows/s")] + \
         [f"growth {s['factor']}x" for s in sizes[1:]]
     rows = []
+    fused = [stage for stage in STAGES if any((s["stages"] or {}).get(stage, {}).get("fused") for s in sizes)]
     for stage in STAGES:
-        row = [stage]
+        row = [stage + (" *" if stage in fused else "")]
         for s in sizes:
             st = (s["stages"] or {}).get(stage, {})
             row += [st.get("seconds"), st.get("rows_per_second")]
@@ -71,7 +72,9 @@ def report(r: dict) -> str:
              " (" + ", ".join(f"{s['files']} files, {s['chunks']} vectors" for s in sizes) + ")")
     note = ("rows: discover/parse/sentences = files, chunk/embed = chunk rows, load = vectors; seconds: summed "
             "task time per stage (they overlap), wall: the whole `corpusmill ingest` process; rows/s in the wall "
-            "row = files/s.\nrecorded in the runs table: " +
+            "row = files/s." + ("\n* one fused operator (Ray's, or `ray.fuse_markdown`): its time and output rows "
+                                "appear under each stage in it." if fused else "") +
+            "\nrecorded in the runs table: " +
             ", ".join(f"{s['factor']}x {'yes' if s['recorded_in_runs_table'] else 'no'}" for s in sizes))
     return common.table(headers, rows, title) + "\n" + note + "\n"
 

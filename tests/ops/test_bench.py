@@ -110,7 +110,12 @@ def test_reports_render_from_json():
          "stages": {s: {"seconds": 1.0 * f, "rows_per_second": 3.0} for s in stages.STAGES}} for f in (1, 2)],
         "growth_vs_1x": {"embed": {"1x": 1.0, "2x": 2.0}}}
     text = stages.report(r)
-    assert "embed" in text and "growth 2x" in text
+    assert "embed" in text and "growth 2x" in text and "fused" not in text
+    for size in r["sizes"]:
+        for stage in ("parse", "sentences", "chunk"):
+            size["stages"][stage]["fused"] = True
+    text = stages.report(r)
+    assert "chunk *" in text and "embed *" not in text and "* one fused operator" in text
 
 
 
