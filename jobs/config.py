@@ -294,8 +294,9 @@ class RayConfig(_Strict):
     fuse_markdown: Literal["auto"] | bool = Field(
         "auto", description="parse, sentences and chunk run in the sentence actors, one pass per batch of "
         "documents: no parse/chunk task workers and no Arrow round trips between the three (`parse` and `chunk` "
-        "above then go unused). `auto`: when sentences run on CPU; on GPUs parse and chunk stay CPU tasks, off "
-        "the GPU actors")
+        "above then go unused). `auto`: on a local Ray (no RAY_ADDRESS) whose sentences run on CPU; on GPUs "
+        "parse and chunk stay CPU tasks, off the GPU actors, and on a cluster they stay autoscaling tasks beside "
+        "the fixed pool of spaCy actors")
     progress_bars: bool = True
 
 

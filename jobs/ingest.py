@@ -3,9 +3,10 @@
     work items ─┬─ markdown: parse (tasks) ─► sentences (spaCy actors) ─► chunk (tasks) ─┐
                 └─ excel: rows → chunks (tasks) ─────────────────────────────────────────┴─► embed (actors) ─► sink
 
-When sentences run on CPU the three Markdown stages are one pass inside the spaCy actors
-(`ray.fuse_markdown`). The sink runs in the driver and commits document by document (see jobs/store/sink.py), so killing
-the job at any moment loses at most the documents in flight; the next run resumes with them.
+On a local Ray whose sentences run on CPU, the three Markdown stages are one pass inside the spaCy
+actors (`ray.fuse_markdown`). The sink runs in the driver and commits document by document (see
+jobs/store/sink.py), so killing the job at any moment loses at most the documents in flight; the
+next run resumes with them.
 """
 
 from __future__ import annotations
@@ -125,7 +126,9 @@ def driver_runtime_env() -> dict:
 
 def init_ray(cfg: JobConfig) -> bool:
     """Start a local Ray (or join RAY_ADDRESS) unless this process has one already. True when this call
-    started a local Ray, which the run then stops itself (stop_ray_in_background)."""
+    ran `ray.init` without an address, which starts a Ray of the process's own (or, should a `ray
+    start` cluster be running on this machine, joins it): the run then stops it itself
+    (stop_ray_in_background), and stopping a Ray it only joined just disconnects."""
     import ray
 
     if ray.is_initialized():
@@ -214,12 +217,14 @@ def embed_layout(cfg: JobConfig, cluster: dict, cores: int, documents: int,
     return max(1, min(encoders // per_actor, batches)), per_actor
 
 
-def fuse_markdown(cfg: JobConfig) -> bool:
-    """Whether the Markdown stages run as one (`ray.fuse_markdown`). On CPU the parse and chunk tasks
-    cost more in worker processes and Arrow round trips than their own work (ops/bench/RESULTS.md);
-    on a GPU they would hold the GPU actor while the GPU waits."""
+def fuse_markdown(cfg: JobConfig, local: bool = True) -> bool:
+    """Whether the Markdown stages run as one (`ray.fuse_markdown`). On a local CPU Ray the parse and
+    chunk tasks cost more in worker processes and Arrow round trips than their own work
+    (ops/bench/RESULTS.md). On a GPU they would hold the GPU actor while the GPU waits, and on a
+    cluster (`local` false) autoscaling parse and chunk tasks read and chunk in parallel beside the
+    fixed pool of spaCy actors."""
     if cfg.ray.fuse_markdown == "auto":
-        return not cfg.sentences.resources.num_gpus
+        return local and not cfg.sentences.resources.num_gpus
     return cfg.ray.fuse_markdown
 
 
@@ -254,7 +259,7 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
                 "description_keys": tuple(cfg.markdown.description_keys),
             }),
         ]
-        if fuse_markdown(cfg):
+        if fuse_markdown(cfg, local=not os.environ.get("RAY_ADDRESS")):
             md = adapter.apply(source(md_items, cfg.sentences.resources.batch_size),
                                adapter.fuse(stages, cfg.sentences.resources))
         else:
@@ -342,6 +347,15 @@ def plan_only(cfg: JobConfig) -> Plan:
 
 
 def run_ingest(cfg: JobConfig, run_id: str | None = None) -> IngestResult:
+    stopping: list[threading.Thread] = []  # a local Ray being stopped: done before returning or raising
+    try:
+        return _run_ingest(cfg, run_id, stopping)
+    finally:
+        for thread in stopping:
+            thread.join()
+
+
+def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thread]) -> IngestResult:
     started = time.monotonic()
     run_id = run_id or new_run_id()
     fingerprint = cfg.fingerprint()
@@ -360,7 +374,7 @@ def run_ingest(cfg: JobConfig, run_id: str | None = None) -> IngestResult:
         plan, _ = make_plan_for(cfg, store, storage)
         stage_stats: dict = {"discover_plan": {"files": sum(plan.counts().values()) - len(plan.delete),
                                                "read": plan.hashed, "seconds": round(time.monotonic() - t0, 3)}}
-        started_ray, stopping = False, None
+        started_ray = False
         if plan.to_process:  # before anything is recorded: a run that cannot read its inputs never starts
             started_ray = init_ray(cfg)
             check_reachable(cfg)
@@ -415,9 +429,9 @@ def run_ingest(cfg: JobConfig, run_id: str | None = None) -> IngestResult:
                 output.write_text("ray_stats.txt", ds.stats() + "\n")
             except Exception:  # stats are a nicety; never fail a finished run over them
                 log.debug("could not write Ray Data stats", exc_info=True)
-            del ds  # its blocks belong to the Ray that stops now
+            ds = batch = None  # their blocks belong to the Ray that stops now
             if started_ray:
-                stopping = stop_ray_in_background()
+                stopping.append(stop_ray_in_background())
             t_index = time.monotonic()
             result.index_built = store.ensure_hnsw_index(coll, cfg.database.hnsw_m, cfg.database.hnsw_ef_construction)
             stage_stats["stages"]["index"] = {"built": result.index_built,
@@ -458,6 +472,4 @@ def run_ingest(cfg: JobConfig, run_id: str | None = None) -> IngestResult:
     except Exception:
         log.exception("could not upload the QA report of %s to %s (`corpusmill report --run-id %s` retries)",
                       run_id, output.uri, run_id)
-    if stopping is not None:
-        stopping.join()
     return result

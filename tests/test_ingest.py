@@ -131,12 +131,19 @@ def test_fused_and_separate_markdown_stages_give_the_same_chunks(tmp_path, corpu
         cfg = write_config(tmp_path / f"{name}.yaml", name, [corpus], ray__fuse_markdown=fuse)
         out = cli("ingest", "--config", str(cfg), "--output", str(tmp_path / "runs"), env=env)
         assert out.returncode == 0, out.stdout + out.stderr
-        landed[fuse] = [r[1:] for r in chunk_rows(pg_url, name)]
         with psycopg.connect(pg_url) as conn:
+            table = conn.execute("SELECT chunk_table FROM corpusmill.collections WHERE name = %s", (name,)).fetchone()[0]
+            rows = conn.execute(
+                f"SELECT source_path, seq, heading_path, breadcrumb, text, embed_text, char_start, char_end, sheet, row, "
+                f"tags, token_count, word_count, quality, text_sha256 FROM corpusmill.{table} ORDER BY source_path, seq"
+            ).fetchall()
+            errors = conn.execute("SELECT source_path, stage, error_class FROM corpusmill.errors WHERE collection = %s "
+                                  "ORDER BY source_path", (name,)).fetchall()
             stages = conn.execute("SELECT stage_stats FROM corpusmill.runs WHERE collection = %s", (name,)).fetchone()[0]
+        landed[fuse] = (rows, errors)
         assert stages["stages"]["sentences"].get("fused", False) is fuse
         assert stages["stages"]["chunk"]["rows"] > 0
-    assert landed[True] == landed[False] and len(landed[True]) > 20
+    assert landed[True] == landed[False] and len(landed[True][0]) > 20
 
 
 def test_incremental_changes_and_config_fingerprint(tmp_path, corpus, env, pg_url):
@@ -332,6 +339,9 @@ def test_markdown_stages_fuse_on_cpu_and_stay_separate_on_gpu_unless_set():
     assert not fuse_markdown(JobConfig.model_validate(gpu))
     assert fuse_markdown(JobConfig.model_validate(gpu | {"ray": {"fuse_markdown": True}}))
     assert not fuse_markdown(JobConfig.model_validate({"ray": {"fuse_markdown": False}}))
+    # On a cluster parse and chunk stay autoscaling tasks, unless asked.
+    assert not fuse_markdown(JobConfig(), local=False)
+    assert fuse_markdown(JobConfig.model_validate({"ray": {"fuse_markdown": True}}), local=False)
     with pytest.raises(ValueError, match="fuse_markdown"):
         JobConfig.model_validate({"ray": {"fuse_markdown": "sometimes"}})
 
@@ -346,14 +356,19 @@ def test_a_run_that_starts_its_own_ray_stops_it_before_returning(tmp_path, corpu
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env.update(CORPUSMILL_HOME=str(cm_home), RAY_TMPDIR=ray_tmp, TOKENIZERS_PARALLELISM="false")
     script = (
-        "import json, os, subprocess, sys, ray\n"
+        "import json, os, subprocess, sys, time, ray\n"
         "from jobs.config import load_config\n"
         "from jobs.ingest import run_ingest\n"
         "result = run_ingest(load_config(sys.argv[1]))\n"
-        "found = subprocess.run(['pgrep', '-f', sys.argv[2]], capture_output=True, text=True).stdout.split()\n"
-        "left = [pid for pid in found if int(pid) != os.getpid()]  # this script names the directory too\n"
+        "ray_up = ray.is_initialized()\n"
+        "for _ in range(50):  # stopped, not waited for: its processes may take a moment to exit\n"
+        "    found = subprocess.run(['pgrep', '-f', sys.argv[2]], capture_output=True, text=True).stdout.split()\n"
+        "    left = [pid for pid in found if int(pid) != os.getpid()]  # this script names the directory too\n"
+        "    if not left:\n"
+        "        break\n"
+        "    time.sleep(0.2)\n"
         "print(json.dumps({'ok': result.ok, 'vectors': result.metrics['chunks']['embedded'],\n"
-        "                  'ray_up': ray.is_initialized(), 'left': left}))\n"
+        "                  'ray_up': ray_up, 'left': left}))\n"
     )
     try:
         proc = subprocess.run([sys.executable, "-c", script, str(cfg), ray_tmp], cwd=REPO, env=env,

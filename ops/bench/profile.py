@@ -17,8 +17,9 @@ import sys
 from ops.bench import common
 
 RATE = 20
-ROLE_PATTERNS = [("embed", r"^Embedder\."), ("sentences", r"^SentenceSplitter\."), ("chunk", r"^chunk_documents "),
-                 ("parse", r"^parse_documents "), ("driver", r"^cmd_ingest ")]
+# A fused Markdown actor (ray.fuse_markdown) runs all its stages under Chain: its frames name the role.
+ROLE_PATTERNS = [("parse+sentences+chunk", r"^Chain\."), ("embed", r"^Embedder\."), ("sentences", r"^SentenceSplitter\."),
+                 ("chunk", r"^chunk_documents "), ("parse", r"^parse_documents "), ("driver", r"^cmd_ingest ")]
 
 
 def aggregate(raw_path, top: int = 8) -> dict:
@@ -35,7 +36,9 @@ def aggregate(raw_path, top: int = 8) -> dict:
         cut = max((i for i, f in enumerate(frames) if f.startswith("process ")), default=-1)
         proc = frames[cut].split(":", 1)[0] if cut >= 0 else "process ?"
         frames = frames[cut + 1:]
-        if not frames or frames[0].startswith("Thread._bootstrap"):  # the main thread only: Ray's helper threads idle
+        # Ray's helper threads idle and are skipped; threads running our code are not (the embedding
+        # actor's encoder workers and concurrent calls are threads).
+        if not frames or (frames[0].startswith("Thread._bootstrap") and not any("(jobs/" in f for f in frames)):
             continue
         p = procs[proc]
         n = int(count)

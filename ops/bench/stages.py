@@ -70,10 +70,11 @@ def report(r: dict) -> str:
     rows.append(wall)
     title = (f"Per stage, synthetic corpus of {r['base_files']} files × " + "/".join(str(f) for f in r["factors"]) +
              " (" + ", ".join(f"{s['files']} files, {s['chunks']} vectors" for s in sizes) + ")")
-    note = ("rows: discover/parse/sentences = files, chunk/embed = chunk rows, load = vectors; seconds: summed "
+    note = ("rows: discover" + ("" if "parse" in fused else "/parse") + ("" if "sentences" in fused else "/sentences") +
+            " = files, chunk/embed = chunk rows, load = vectors; seconds: summed "
             "task time per stage (they overlap), wall: the whole `corpusmill ingest` process; rows/s in the wall "
             "row = files/s." + ("\n* one fused operator (Ray's, or `ray.fuse_markdown`): its time and output rows "
-                                "appear under each stage in it." if fused else "") +
+                                "appear under each stage in it; count it once." if fused else "") +
             "\nrecorded in the runs table: " +
             ", ".join(f"{s['factor']}x {'yes' if s['recorded_in_runs_table'] else 'no'}" for s in sizes))
     return common.table(headers, rows, title) + "\n" + note + "\n"

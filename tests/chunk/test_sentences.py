@@ -139,7 +139,9 @@ def _row(text: str) -> dict:
 
 
 def test_one_pipe_call_splits_every_document_of_a_batch_as_alone(splitter, monkeypatch):
-    texts = [f"# Doc {i}\n\nFirst idea of doc {i}. A second one follows.\n\n## Part\n\nMore prose here. The end.\n"
+    # Paragraph lengths differ within and across documents, so the shared length sort interleaves them.
+    texts = [f"# Doc {i}\n\n" + " ".join(f"Idea {j} of doc {i} is here." for j in range(1 + 3 * i)) +
+             "\n\n## Part\n\nShort one. The end.\n\n" + "Longer prose follows here. " * (5 - i) + "\n"
              for i in range(5)]
     alone = [splitter([_row(t)])[0]["units_json"] for t in texts]
     calls = []

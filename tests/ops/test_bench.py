@@ -166,3 +166,22 @@ def test_interference_bench_times_every_encoder_shape(monkeypatch):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_profile_roles_count_the_embedding_threads_and_the_fused_actor(tmp_path):
+    from ops.bench import profile
+
+    raw = tmp_path / "raw.txt"
+    raw.write_text("\n".join([
+        'process 10:"ray::MapWorker(embed)";Thread._bootstrap (threading.py:1);_worker (concurrent/futures/thread.py:2);'
+        'Embedder._encode_batch (jobs/embed/encoder.py:3) 40',
+        'process 10:"ray::MapWorker(embed)";Thread._bootstrap (threading.py:1);Thread.run (threading.py:2);'
+        'select (selectors.py:3) 500',
+        'process 11:"ray::MapWorker(fused)";main_loop (ray/_private/worker.py:1);Chain.__call__ (jobs/adapter.py:2);'
+        'SentenceSplitter.__call__ (jobs/chunk/sentences.py:3) 30',
+        'process 11:"ray::MapWorker(fused)";main_loop (ray/_private/worker.py:1);Chain.__call__ (jobs/adapter.py:2);'
+        'chunk_documents (jobs/chunk/windows.py:4) 20',
+    ]) + "\n")
+    out = profile.aggregate(raw)
+    assert out["process 10"]["role"] == "embed" and out["process 10"]["seconds"] == 40 / profile.RATE
+    assert out["process 11"]["role"] == "parse+sentences+chunk" and out["process 11"]["seconds"] == 50 / profile.RATE
