@@ -134,15 +134,15 @@ def init_ray(cfg: JobConfig) -> bool:
     if ray.is_initialized():
         return False
     address = os.environ.get("RAY_ADDRESS")
-    kwargs = dict(
-        include_dashboard=False,
-        log_to_driver=True,
-        runtime_env=driver_runtime_env(),
-    )
     if address:
-        ray.init(address=address, **kwargs)
+        ray.init(address=address, include_dashboard=False, log_to_driver=True, runtime_env=driver_runtime_env())
     else:
-        ray.init(num_cpus=cfg.ray.num_cpus or max(os.cpu_count() or 1, 4), **kwargs)
+        # A local Ray's workers inherit this process's environment. Setting the variables here rather
+        # than in a runtime_env spares every worker Ray's runtime_env start-up (setup_worker.py, which
+        # imports Ray and then execs the real worker, which imports it again).
+        os.environ.update(WORKER_ENV)
+        ray.init(num_cpus=cfg.ray.num_cpus or max(os.cpu_count() or 1, 4), include_dashboard=False,
+                 log_to_driver=True)
     from ray.data import DataContext
 
     ctx = DataContext.get_current()
