@@ -321,8 +321,8 @@ def stage_summary(stage_stats: dict, vectors: int) -> dict:
     """Rows and seconds for discover, parse, sentences, chunk, embed and load: the per-stage view kept in
     the runs table. discover = listing, hashing and the plan; parse/sentences/chunk/embed = summed task
     time of the stage's Ray operator (an operator fused by Ray or by `ray.fuse_markdown` gives its time
-    and output rows to each stage in it, marked `fused`; an actor running two calls at once counts both); load = the sink's Parquet writes and
-    per-document COPY commits (rows: vectors loaded)."""
+    and output rows to each stage in it, marked `fused`; an actor running two calls at once counts
+    both); load = the sink's Parquet writes and per-document COPY commits (rows: vectors loaded)."""
     def entry(rows: int, seconds: float, **extra) -> dict:
         return {"rows": rows, "seconds": round(seconds, 3),
                 "rows_per_second": round(rows / seconds, 1) if seconds else None, **extra}

@@ -101,7 +101,8 @@ def clean_heading(text: str) -> str:
     return " ".join(text.split())
 
 
-# libyaml's parser when PyYAML has it: the pure-Python one took two thirds of the parse stage's time.
+# libyaml's parser when PyYAML has it: the pure-Python one took about half of the parse stage's time
+# (hugo-docs: parse 0.66-0.70 s with it, 0.36-0.41 s with libyaml; ops/bench/RESULTS.md).
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
