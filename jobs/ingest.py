@@ -235,6 +235,8 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
     `storage` (endpoint, region, secret-file credentials as SecretStr) shipped in the stage arguments."""
     import ray.data
 
+    local = not os.environ.get("RAY_ADDRESS")  # a Ray of this process's own, not a cluster joined
+
     def source(items, rows_per_block: int):
         # One block per batch of the first stage: bigger blocks would delay the first commits, smaller
         # ones only add per-task overhead (every task costs the driver, the raylet and a worker).
@@ -259,7 +261,7 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
                 "description_keys": tuple(cfg.markdown.description_keys),
             }),
         ]
-        if fuse_markdown(cfg, local=not os.environ.get("RAY_ADDRESS")):
+        if fuse_markdown(cfg, local):
             md = adapter.apply(source(md_items, cfg.sentences.resources.batch_size),
                                adapter.fuse(stages, cfg.sentences.resources))
         else:
@@ -277,7 +279,6 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
     ds = branches[0] if len(branches) == 1 else branches[0].union(*branches[1:])
     emb = cfg.embedding
     cluster = ray.cluster_resources()
-    local = not os.environ.get("RAY_ADDRESS")
     # A local Ray counts more logical CPUs than the machine has cores (see init_ray); a cluster's nodes
     # advertise their cores.
     cores = (os.cpu_count() or 1) if local else int(cluster.get("CPU", 1))
