@@ -87,9 +87,13 @@ def _actor_pool(stage: Stage):
     return ray.data.ActorPoolStrategy(**kwargs)
 
 
-def apply(ds, stage: Stage):
+def apply(ds, stage: Stage, retries: int | None = None):
     """Append `stage` to the Ray dataset `ds` with its declared resources. The Ray operator is named
-    after the stage, so progress bars and stats say `sentences`, not a wrapper's name."""
+    after the stage, so progress bars and stats say `sentences`, not a wrapper's name.
+
+    `retries`: how often a task (or an actor call) is run again after its worker process died. Ray Data
+    retries for ever by default, so a document that reliably kills its worker (an OOM) would stall the
+    run; bounded, the block fails and the job records its documents (see jobs.ingest.build_dataset)."""
     import ray.data
 
     res = stage.resources
@@ -100,6 +104,9 @@ def apply(ds, stage: Stage):
         num_gpus=res.num_gpus or None,
         zero_copy_batch=True,
     )
+    if retries is not None:
+        # An actor that died is restarted (the pool stays whole); the call it ran is retried `retries` times.
+        common |= {"max_restarts": -1, "max_task_retries": retries} if stage.is_actor else {"max_retries": retries}
     if stage.is_actor:
         host = type(stage.name, (_ActorHost,), {"__module__": __name__})
         return ds.map_batches(

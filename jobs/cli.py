@@ -7,14 +7,18 @@ import json
 import logging
 import os
 import sys
+import traceback
 from pathlib import Path
+
+from jobs.errors import NotFoundError, UserError
 
 DEFAULT_CONFIG = "configs/local.yaml"
 
 
 def _add_selectors(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None,
-                   help=f"job config YAML (default: {DEFAULT_CONFIG} when it exists, else built-in defaults)")
+                   help=f"job config YAML (default: {DEFAULT_CONFIG} when it exists, else the local.yaml "
+                   "installed with corpusmill)")
     p.add_argument("--input", action="append", metavar="DIR|URI",
                    help="input root (repeatable): a directory, s3://bucket/prefix, gs://…, abfs://…; overrides the config")
     p.add_argument("--collection", help="collection name; overrides the config")
@@ -26,8 +30,15 @@ def _add_selectors(p: argparse.ArgumentParser) -> None:
     p.add_argument("--manifest", metavar="FILE", help="process exactly the snapshot frozen by `corpusmill freeze`")
 
 
-def _config_path(args) -> str | None:
-    return getattr(args, "config", None) or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
+def _config_path(args) -> str:
+    """--config; else configs/local.yaml in the working directory (a checkout); else the installed copy."""
+    if getattr(args, "config", None):
+        return args.config
+    if Path(DEFAULT_CONFIG).is_file():
+        return DEFAULT_CONFIG
+    from jobs.defaults import default_config
+
+    return str(default_config("local.yaml"))
 
 
 def _db_config(args):
@@ -103,14 +114,18 @@ def cmd_plan(args) -> int:
     plan = plan_only(_load(args))
     counts = plan.counts()
     if args.json:
-        print(json.dumps({**counts, "read": plan.hashed, "not_as_frozen": plan.not_as_frozen, "files": {
+        print(json.dumps({**counts, "read": plan.hashed, "not_as_frozen": plan.not_as_frozen,
+                          "skipped_links": plan.skipped_links, "files": {
             "add": [f.source_path for f in plan.add], "update": [f.source_path for f in plan.update],
             "retry": [f.source_path for f in plan.retry], "delete": plan.delete}}, indent=2))
         return 0
     print(", ".join(f"{v} {k}" for k, v in counts.items())
-          + f" · {plan.hashed} file(s) read to hash; the rest unchanged by their listing")
+          + f" · {plan.hashed} file(s) read to hash; the rest unchanged by their listing"
+          + (f" · {len(plan.skipped_links)} link(s) not followed" if plan.skipped_links else ""))
     for path in plan.not_as_frozen:
         print(f"  frozen {path} (changed or missing since the manifest: left out)")
+    for s in plan.skipped_links:  # links out of the root, loops, broken links: never read
+        print(f"  skip   {s['path']} ({s['reason']} -> {s['target'] or '?'})")
     for label, files in (("add", plan.add), ("update", plan.update), ("retry", plan.retry)):
         for f in files:
             print(f"  {label:6} {f.source_path}")
@@ -146,8 +161,9 @@ def cmd_search(args) -> int:
     from jobs.search import Searcher
 
     if not args.query and not args.queries:
-        print("give a QUERY or --queries FILE", file=sys.stderr)
-        return 2
+        raise UserError("give a QUERY or --queries FILE")
+    if args.queries and not Path(args.queries).is_file():
+        raise NotFoundError(f"queries file not found: {args.queries}")
     cfg, store = _store(args)
     with store:
         searcher = Searcher(store, args.collection, ef_search=cfg.database.ef_search)
@@ -173,8 +189,7 @@ def cmd_report(args) -> int:
     with store:
         run_dir = store.run_output_dir(args.run_id, args.collection)
     if run_dir is None:
-        print("no such run: see `corpusmill status` for run ids", file=sys.stderr)
-        return 2
+        raise UserError("no such run: see `corpusmill status` for run ids")
     from jobs.home import home
     from jobs.sources.fs import StorageOptions, is_remote
     from jobs.store.parquet import fetch_run
@@ -228,7 +243,8 @@ def cmd_load(args) -> int:
     cfg = _db_config(args)
     out = load_from_parquet(cfg, list(args.from_parquet), args.collection)
     print(f"loaded {out['documents']} documents, {out['vectors']} vectors from {out['runs']} run(s)"
-          + (f" into {out['collection']}" if out.get("collection") else ""))
+          + (f" into {out['collection']}" if out.get("collection") else "")
+          + (f" ({out['duplicates_dropped']} duplicate rows of resumed runs dropped)" if out["duplicates_dropped"] else ""))
     return 0
 
 
@@ -237,6 +253,8 @@ def cmd_templates(args) -> int:
     from jobs.parse.excel import preview
 
     cfg = load_config(_config_path(args))
+    if not Path(args.file).is_file():
+        raise NotFoundError(f"workbook not found: {args.file}")
     print(preview(Path(args.file), sheet=args.sheet, n=args.n, excel=cfg.excel, quality=cfg.quality))
     return 0
 
@@ -251,7 +269,7 @@ def cmd_freeze(args) -> int:
     from jobs.sources.fs import StorageOptions
 
     manifest = freeze(list(args.dirs), cfg.input.include, cfg.input.exclude, args.tag, out,
-                      StorageOptions.from_config(cfg.storage))
+                      StorageOptions.from_config(cfg.storage), follow_external_links=cfg.input.follow_external_links)
     print(f"froze {len(manifest['files'])} files as {args.tag!r}: {out}")
     return 0
 
@@ -273,8 +291,7 @@ def cmd_eval(args) -> int:
 
     names = args.compare or [args.collection]
     if not names[0]:
-        print("give --collection NAME or --compare A B", file=sys.stderr)
-        return 2
+        raise UserError("give --collection NAME or --compare A B")
     questions = load_golden(args.golden)
     cfg, store = _store(args)
     reports = {}
@@ -320,7 +337,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Turn Markdown notes and Excel workbooks into retrieval-ready chunks and vectors "
                     "(Ray Data + spaCy + sentence-transformers + PostgreSQL/pgvector).",
         epilog="Without --database-url, DATABASE_URL or DATABASE_URL_FILE the embedded PostgreSQL under "
-               "$CORPUSMILL_HOME (default ./.corpusmill) is used; without RAY_ADDRESS a local Ray is started.",
+               "$CORPUSMILL_HOME (default ./.corpusmill) is used; without RAY_ADDRESS a local Ray is started. "
+               "Exit codes: 0 ok, 1 files failed, 2 usage or configuration error, 3 a quality gate failed, "
+               "4 internal error (a bug; its traceback is saved under $CORPUSMILL_HOME/logs/), 130 interrupted.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -434,9 +453,89 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: committed documents are kept; run the same command again to resume", file=sys.stderr)
         return 130
-    except (ValueError, LookupError, ConnectionError, OSError) as exc:
-        print(f"corpusmill {args.command}: error: {exc}", file=sys.stderr)
+    except Exception as exc:
+        message = _user_error_message(args, exc)
+        if message is None:
+            return _internal_error(args, argv, exc)
+        print(f"corpusmill {args.command}: error: {message}", file=sys.stderr)
+        if args.verbose:
+            traceback.print_exception(exc, file=sys.stderr)
         return 2
+
+
+def _one_line(text: str) -> str:
+    return "; ".join(line.strip() for line in str(text).splitlines() if line.strip())
+
+
+def _user_error_message(args, exc: Exception) -> str | None:
+    """The one-line message of a mistake the user can fix (exit 2), or None for a bug (exit 4): a
+    UserError, an invalid config (pydantic), a config file that is not YAML. Input values are never
+    echoed back: they may be secrets."""
+    from pydantic import ValidationError
+    from yaml import YAMLError
+
+    if isinstance(exc, UserError):
+        return _one_line(str(exc)) or type(exc).__name__
+    if isinstance(exc, ValidationError):
+        problems = []
+        for e in exc.errors(include_url=False, include_input=False, include_context=False):
+            where = ".".join(str(part) for part in e["loc"])
+            msg = e["msg"].removeprefix("Value error, ")
+            problems.append(f"{where}: {msg}" if where else msg)
+        return "invalid configuration: " + _one_line("; ".join(problems))
+    if isinstance(exc, YAMLError):  # user files only: the config (template and secret files wrap their own)
+        mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        return f"{_config_path(args) or 'config'}: not valid YAML ({problem or _one_line(str(exc))}{where})"
+    return None
+
+
+def _redacted(argv: list[str]) -> list[str]:
+    out, hide = [], False
+    for arg in argv:
+        if hide:
+            out.append("***")
+        elif arg.startswith("--database-url="):
+            out.append("--database-url=***")
+        else:
+            out.append(arg)
+        hide = arg == "--database-url"
+    return out
+
+
+def _internal_error(args, argv: list[str] | None, exc: Exception) -> int:
+    """A bug: exit 4 with one line that names the exception, its traceback saved to a timestamped file
+    under $CORPUSMILL_HOME/logs/ (and printed with -v, or when the file cannot be written)."""
+    import platform
+    import shlex
+    from datetime import datetime, timezone
+
+    from jobs import PIPELINE_VERSION, __version__
+    from jobs.home import logs_dir
+
+    tb = "".join(traceback.format_exception(exc))
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    command = shlex.join(["corpusmill", *_redacted(list(sys.argv[1:] if argv is None else argv))])
+    path, problem = logs_dir() / f"internal-error-{stamp}.log", None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("x", encoding="utf-8") as f:
+            f.write(f"{command}\ncorpusmill {__version__}, pipeline {PIPELINE_VERSION}, "
+                    f"Python {platform.python_version()}, {stamp}\n\n{tb}")
+    except OSError as e:
+        problem = e
+    detail = _one_line(str(exc))
+    print(f"corpusmill {args.command}: internal error: {type(exc).__name__}" + (f": {detail}" if detail else ""),
+          file=sys.stderr)
+    if args.verbose or problem is not None:
+        sys.stderr.write(tb)
+    if problem is None:
+        print(f"this is a bug in corpusmill; the traceback is in {path}"
+              + ("" if args.verbose else " (-v prints it too)"), file=sys.stderr)
+    else:
+        print(f"this is a bug in corpusmill; the traceback is above (could not write {path}: {problem})",
+              file=sys.stderr)
+    return 4
 
 
 if __name__ == "__main__":

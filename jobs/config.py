@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from jobs import PIPELINE_VERSION
+from jobs.errors import ConfigError, NotFoundError
 from jobs.qa.gates import QualityGates
 
 _COLLECTION_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -52,6 +53,11 @@ class InputConfig(_Strict):
     trust_listing: bool = Field(
         True, description="skip reading files whose listing (size + ETag, or mtime) matches what the store "
         "recorded; false: read and hash every file on every plan")
+    # Off by default: a link in a corpus that points at /etc/passwd or ~/.ssh must not make that file
+    # searchable. Links inside the root are always followed; loops and broken links are always skipped.
+    follow_external_links: bool = Field(
+        False, description="local roots: follow symbolic links whose target lies outside the input root (else they "
+        "are skipped and reported as link_outside_root by `corpusmill plan` and the QA report)")
 
     # A rejected root may hold credentials (s3://KEY:SECRET@bucket): the error names the field, not the value.
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
@@ -186,6 +192,12 @@ class QualityConfig(_Strict):
 
 
 
+def _shipped_templates() -> Path:
+    from jobs.defaults import templates_dir
+
+    return templates_dir()
+
+
 class ExcelConfig(_Strict):
     """Excel and CSV rows: how workbooks are opened safely, where tables are found, which rows are kept."""
 
@@ -200,8 +212,10 @@ class ExcelConfig(_Strict):
         default_factory=list,
         description="pinned headers: [{file: glob, sheet: glob, header_row: N}]; N is the Excel row number of the "
         "header, 0 = the sheet has no header row; a pinned sheet holds one table")
-    templates_dir: Path = Field(Path("configs/templates"),
-                                description="row templates (*.yaml), relative to the working directory; missing = none")
+    templates_dir: Path = Field(
+        default_factory=_shipped_templates,
+        description="row templates (*.yaml, *.yml); in a config file a relative path is relative to the file's "
+        "directory; default: the templates shipped with corpusmill; a directory that does not exist is an error")
     min_fields: int = Field(2, ge=1, description="rows with fewer non-empty cells are omitted (`min_fields`)")
     min_words: int = Field(8, ge=0, description="rendered rows with fewer words are omitted (`min_words`)")
     max_words: int = Field(200, ge=1, description="rendered rows with more words are omitted as too_long (`max_words`)")
@@ -278,6 +292,12 @@ class DatabaseConfig(_Strict):
     hnsw_m: int = Field(16, ge=2)
     hnsw_ef_construction: int = Field(64, ge=4)
     ef_search: int = Field(40, ge=1)
+    lock_wait_seconds: float = Field(
+        0.0, ge=0, description="a collection being written by another run: wait this long for its lock, then exit 2 "
+        "naming that run (0: exit at once)")
+    reconnect_seconds: float = Field(
+        60.0, ge=0, description="the server lost mid-run (a restart): reconnect with backoff for this long, then "
+        "stop with how to resume; committed documents are kept")
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -298,6 +318,10 @@ class RayConfig(_Strict):
         "parse and chunk stay CPU tasks, off the GPU actors, and on a cluster they stay autoscaling tasks beside "
         "the fixed pool of spaCy actors")
     progress_bars: bool = True
+    task_retries: int = Field(
+        3, ge=0, description="times a task or actor call is retried after its worker process died (OOM kill, node "
+        "loss); then its block's documents are recorded failed (`LostDocument`) and retried by the next run, and the "
+        "run goes on. Ray's own default retries for ever, so one document that kills its worker would stall a run")
 
 
 class JobConfig(_Strict):
@@ -356,7 +380,7 @@ class JobConfig(_Strict):
             "chunking": self.chunking.model_dump(),
             "quality": self.quality.model_dump(),
             "excel": self.excel.model_dump(mode="json", exclude={
-                "max_file_bytes", "max_uncompressed_bytes", "max_compression_ratio", "max_zip_entries"}),
+                "max_file_bytes", "max_uncompressed_bytes", "max_compression_ratio", "max_zip_entries", "templates_dir"}),
             # Editing a row template changes the chunks of the workbooks it matches.
             "excel_templates": _dir_digest(self.excel.templates_dir),
             "embedding_model": self.embedding.model,
@@ -373,24 +397,37 @@ class JobConfig(_Strict):
 
 
 def _dir_digest(path: Path) -> str:
+    """The templates' names and contents (not where they are): exactly the files load_templates reads."""
+    from jobs.chunk.templates import template_files
+
     h = hashlib.sha256()
-    if Path(path).is_dir():
-        for f in sorted(Path(path).glob("*.y*ml")):
-            h.update(f.name.encode() + b"\0" + f.read_bytes())
+    for f in template_files(path):
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
     return h.hexdigest()[:16]
 
 
 def load_config(path: Path | str | None) -> JobConfig:
-    """Read a YAML config; relative input roots and output are resolved against the working directory."""
+    """Read a YAML config; relative input roots and output are resolved against the working directory,
+    a relative excel.templates_dir against the config file's directory (it must exist)."""
     if path is None:
         return JobConfig()
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"config file not found: {path}")
+        raise NotFoundError(f"config file not found: {path}")
     raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
-    return JobConfig.model_validate(raw)
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
+    excel = raw.get("excel")
+    if isinstance(excel, dict) and isinstance(excel.get("templates_dir"), str):
+        # Relative to the config file, so the file means the same from any working directory; absolute,
+        # so the workers read (and the fingerprint hashes) the directory the driver resolved.
+        given = Path(excel["templates_dir"]).expanduser()
+        excel = {**excel, "templates_dir": (given if given.is_absolute() else path.parent / given).resolve()}
+        raw = {**raw, "excel": excel}
+    cfg = JobConfig.model_validate(raw)
+    if not cfg.excel.templates_dir.is_dir():
+        raise ConfigError(f"{path}: excel.templates_dir {cfg.excel.templates_dir} is not a directory")
+    return cfg
 
 
 def apply_overrides(
@@ -438,7 +475,7 @@ def read_url_file(path: Path) -> str:
     try:
         url = path.read_text(encoding="utf-8").strip()
     except OSError as e:
-        raise ValueError(f"cannot read the database URL file {path}: {e.strerror}") from None
+        raise ConfigError(f"cannot read the database URL file {path}: {e.strerror}") from None
     if not url.startswith(("postgresql://", "postgres://")):
-        raise ValueError(f"the database URL file {path} does not hold a postgresql:// URL")
+        raise ConfigError(f"the database URL file {path} does not hold a postgresql:// URL")
     return url

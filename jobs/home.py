@@ -16,3 +16,8 @@ def runs_dir() -> Path:
 
 def pgdata_dir() -> Path:
     return home() / "pg"
+
+
+def logs_dir() -> Path:
+    """Tracebacks of internal errors (`corpusmill` exit 4), one file each."""
+    return home() / "logs"

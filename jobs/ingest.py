@@ -24,11 +24,13 @@ from datetime import datetime, timezone
 from jobs import adapter
 from jobs.chunk.ids import doc_id
 from jobs.chunk.sentences import SentenceSplitter
+from jobs.chunk.templates import read_template_texts
 from jobs.chunk.tokens import token_counter
 from jobs.chunk.windows import chunk_documents
 from jobs.config import JobConfig
 from jobs.embed.encoder import Embedder
 from jobs.embed.models import embedding_dimension
+from jobs.errors import ConfigError, UserError
 from jobs.home import home, runs_dir
 from jobs.parse.excel import excel_to_chunks, write_discard_report
 from jobs.parse.markdown import parse_documents
@@ -43,10 +45,15 @@ from jobs.sources.manifest import load_manifest, snapshot
 from jobs.sources.plan import Plan, make_plan
 from jobs.store import embedded
 from jobs.store.parquet import RunOutput
-from jobs.store.pgvector import PgStore
+from jobs.store.pgvector import CollectionBusy, DatabaseUnavailable, PgStore
 from jobs.store.sink import DocumentSink
 
 log = logging.getLogger(__name__)
+
+
+class RunStopped(UserError, ConnectionError):
+    """A run that could not go on (its database went away, another run took its collection): one line
+    that names the run and how to resume."""
 
 
 @dataclass
@@ -95,11 +102,13 @@ def make_plan_for(cfg: JobConfig, store: PgStore, storage: fs.StorageOptions | N
     stored = store.stored_documents(cfg.collection)
     known = stored if cfg.input.trust_listing else None
     if cfg.input.manifest is None:
-        files = discover(cfg.input.roots, cfg.input.include, cfg.input.exclude, storage, known)
+        files = discover(cfg.input.roots, cfg.input.include, cfg.input.exclude, storage, known,
+                         follow_external_links=cfg.input.follow_external_links)
         return make_plan(files, stored, cfg.fingerprint(), cfg.keep_removed), files
     manifest = load_manifest(cfg.input.manifest)
     roots = cfg.input.roots or list(manifest["roots"])
-    snap = snapshot(manifest, roots, cfg.input.include, cfg.input.exclude, storage, known)
+    snap = snapshot(manifest, roots, cfg.input.include, cfg.input.exclude, storage, known,
+                    follow_external_links=cfg.input.follow_external_links)
     # Changed or missing files keep whatever the store holds for them: the snapshot says nothing new.
     held = {p for p in snap.changed + snap.missing}
     plan = make_plan(snap.files, {p: d for p, d in stored.items() if p not in held}, cfg.fingerprint(),
@@ -175,7 +184,7 @@ def check_reachable(cfg: JobConfig) -> None:
     alive = sum(1 for node in ray.nodes() if node.get("Alive"))
     refusal = fs.local_read_refusal(input_roots(cfg), alive, cfg.input.read_via_driver)
     if refusal:
-        raise ValueError(refusal)
+        raise ConfigError(refusal)
 
 
 def embed_layout(cfg: JobConfig, cluster: dict, cores: int, documents: int,
@@ -236,6 +245,12 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
     import ray.data
 
     local = not os.environ.get("RAY_ADDRESS")  # a Ray of this process's own, not a cluster joined
+    retries = cfg.ray.task_retries
+    # A block whose task failed past its retries (its worker died each time) is dropped instead of
+    # aborting the run: the sink then finds its documents missing and records them `LostDocument`,
+    # to be retried by the next run (DocumentSink.record_lost). Our stages turn a document's own
+    # exceptions into error rows, so what fails a whole block is a lost worker, not one bad file.
+    ray.data.DataContext.get_current().max_errored_blocks = -1
 
     def source(items, rows_per_block: int):
         # One block per batch of the first stage: bigger blocks would delay the first commits, smaller
@@ -263,18 +278,20 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
         ]
         if fuse_markdown(cfg, local):
             md = adapter.apply(source(md_items, cfg.sentences.resources.batch_size),
-                               adapter.fuse(stages, cfg.sentences.resources))
+                               adapter.fuse(stages, cfg.sentences.resources), retries)
         else:
             md = source(md_items, cfg.ray.parse.batch_size)
             for stage in stages:
-                md = adapter.apply(md, stage)
+                md = adapter.apply(md, stage, retries)
         branches.append(md)
     if xl_items:
         xl = source(xl_items, cfg.ray.excel.batch_size)
         xl = adapter.apply(xl, adapter.Stage("excel", excel_to_chunks, CHUNK_SCHEMA, cfg.ray.excel, {
             "excel": cfg.excel, "quality": cfg.quality, "embedding_model": cfg.embedding.model,
             "storage": storage,
-        }))
+            # The driver's templates travel with the stage: the ones the fingerprint hashed, on any node.
+            "templates": read_template_texts(cfg.excel.templates_dir),
+        }), retries)
         branches.append(xl)
     ds = branches[0] if len(branches) == 1 else branches[0].union(*branches[1:])
     emb = cfg.embedding
@@ -291,7 +308,7 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
     return adapter.apply(ds, adapter.Stage("embed", Embedder, CHUNK_SCHEMA, resources, {
         "model": emb.model, "device": emb.device, "dtype": emb.dtype, "encode_batch_size": emb.encode_batch_size,
         "torch_threads": emb.torch_threads, "num_gpus": emb.resources.num_gpus, "workers": workers,
-    }, calls_per_actor=min(workers, 2)))
+    }, calls_per_actor=min(workers, 2)), retries)
 
 
 def operator_stats(ds) -> dict:
@@ -368,8 +385,10 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
         location, staging = (fs.local_path(out_root) / run_id).resolve(), None
     dim = embedding_dimension(cfg.embedding.model)
 
-    with PgStore(database_url(cfg), cfg.database.schema_name) as store:
+    with PgStore(database_url(cfg), cfg.database.schema_name, reconnect_seconds=cfg.database.reconnect_seconds) as store:
         store.migrate()
+        # One writer per collection, from any shell or machine: a second run waits or exits naming this one.
+        store.lock_collection(cfg.collection, f"corpusmill ingest {run_id}", cfg.database.lock_wait_seconds)
         coll = store.ensure_collection(cfg.collection, cfg.embedding.model, dim)
         t0 = time.monotonic()
         plan, _ = make_plan_for(cfg, store, storage)
@@ -417,10 +436,19 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
                 for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
                     sink.write(batch.to_pylist())
                 sink.flush()
-            except BaseException:
+            except BaseException as exc:
                 # Committed documents stay committed; the rest stay pending and the next run resumes them.
-                sink.flush()
-                store.finish_run(run_id, "aborted", {"plan": plan.counts()}, {})
+                try:
+                    sink.flush()
+                    store.finish_run(run_id, "aborted", {"plan": plan.counts()}, {})
+                except Exception:  # the database itself is what failed: nothing more can be recorded
+                    log.debug("could not record the aborted run", exc_info=True)
+                if isinstance(exc, (DatabaseUnavailable, CollectionBusy)):
+                    done = sink.stats.docs_done + sink.stats.docs_failed
+                    raise RunStopped(
+                        f"run {run_id} stopped after {done} of {len(items)} documents: {exc}. Every committed "
+                        f"document is kept; run the same command again to resume (the rest are still pending)"
+                    ) from exc
                 raise
             sink.record_lost(items)
             stage_stats["pipeline"] = operator_stats(ds)
@@ -441,6 +469,7 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
         result.seconds = time.monotonic() - started
         result.failures = sink.stats.failures
         result.metrics = run_metrics(sink.stats, plan.counts(), result.seconds)
+        result.metrics["discovery"] = plan.discovery()  # links not followed: listed by the QA report
         result.metrics["stages"] = stage_stats | {"seconds_total": round(result.seconds, 2)}
         limit = min(cfg.chunking.max_tokens, token_counter(cfg.embedding.model).limit)
         result.metrics["token_limit"] = limit

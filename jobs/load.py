@@ -11,51 +11,66 @@ import logging
 from collections import defaultdict
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from jobs.chunk.ids import doc_id
 from jobs.config import JobConfig
+from jobs.errors import ConfigError, NotFoundError
 from jobs.ingest import database_url
 from jobs.sources import fs
-from jobs.store.parquet import read_chunks
+from jobs.store.parquet import iter_parts
 from jobs.store.pgvector import PgStore
 
 log = logging.getLogger(__name__)
 
 
+def _documents(parts, name: str) -> tuple[dict[str, list[dict]], int]:
+    """A run's chunk rows by document, each chunk once. A resumed run (or a part written just before a
+    kill, whose documents the resumed run processed again) can hold one document in two parts: the
+    later part is the version that committed last, so it replaces the earlier one whole, and within it
+    each chunk_id counts once. Returns (rows by doc_id, rows dropped as duplicates)."""
+    per_doc: dict[str, list[dict]] = {}
+    dropped = 0
+    for part in parts:
+        in_part: dict[str, dict[str, dict]] = defaultdict(dict)
+        for r in part.to_pylist():
+            # doc_id derives from the collection name, so a load under another name re-derives it:
+            # the next ingest into that collection must find (and replace) these rows.
+            r["doc_id"] = doc_id(name or r["collection"], r["source_path"])
+            dropped += r["chunk_id"] in in_part[r["doc_id"]]
+            in_part[r["doc_id"]][r["chunk_id"]] = r
+        for doc, rows in in_part.items():
+            dropped += len(per_doc.get(doc, ()))
+            per_doc[doc] = sorted(rows.values(), key=lambda r: r["seq"])
+    return per_doc, dropped
+
+
 def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: str | None = None) -> dict:
-    loaded = {"documents": 0, "vectors": 0, "runs": 0}
+    loaded = {"documents": 0, "vectors": 0, "runs": 0, "duplicates_dropped": 0}
     storage = fs.StorageOptions.from_config(cfg.storage)
-    with PgStore(database_url(cfg), cfg.database.schema_name) as store:
+    locked: set[str] = set()
+    with PgStore(database_url(cfg), cfg.database.schema_name, reconnect_seconds=cfg.database.reconnect_seconds) as store:
         store.migrate()
         coll = None
         for run_dir in run_dirs:
-            if fs.is_remote(run_dir):  # s3://bucket/runs/<run_id>, gs://…, abfs://…
-                table = read_chunks(str(run_dir), storage)
-                if table.num_columns == 0:
-                    raise FileNotFoundError(f"{run_dir} has no chunks/ parts: is it a corpusmill run directory?")
-            else:
-                parts = Path(run_dir) / "chunks"
-                if not parts.is_dir():
-                    raise FileNotFoundError(f"{run_dir} has no chunks/ folder: is it a corpusmill run directory?")
-                table = pq.read_table(parts)
-            if "content_sha256" not in table.column_names:
-                raise ValueError(f"{run_dir} was written before runs recorded content_sha256; re-run ingest instead")
-            if table.num_rows == 0:
+            if not fs.is_remote(run_dir) and not (Path(run_dir) / "chunks").is_dir():
+                raise NotFoundError(f"{run_dir} has no chunks/ folder: is it a corpusmill run directory?")
+            parts = [p for p in iter_parts(run_dir, storage) if p.num_rows]
+            if not parts:
+                if fs.is_remote(run_dir):
+                    raise NotFoundError(f"{run_dir} has no chunks/ parts: is it a corpusmill run directory?")
                 continue
-            dimension = table.schema.field("embedding").type.list_size
-            rows = table.to_pylist()
-            models = {r["embedding_model"] for r in rows if r["embedding_model"]}
+            if "content_sha256" not in parts[0].column_names:
+                raise ConfigError(f"{run_dir} was written before runs recorded content_sha256; re-run ingest instead")
+            dimension = parts[0].schema.field("embedding").type.list_size
+            models = {m for p in parts for m in p.column("embedding_model").to_pylist() if m}
             if len(models) != 1:
-                raise ValueError(f"{run_dir}: expected one embedding model in the run, found {sorted(models)}")
-            name = collection or rows[0]["collection"]
+                raise ConfigError(f"{run_dir}: expected one embedding model in the run, found {sorted(models)}")
+            name = collection or parts[0].column("collection")[0].as_py()
+            if name not in locked:  # no ingest may commit into the collection while it is reloaded
+                store.lock_collection(name, f"corpusmill load {Path(str(run_dir)).name}", cfg.database.lock_wait_seconds)
+                locked.add(name)
             coll = store.ensure_collection(name, models.pop(), dimension)
-            per_doc: dict[str, list[dict]] = defaultdict(list)
-            for r in rows:
-                # doc_id derives from the collection name, so a load under another name re-derives it:
-                # the next ingest into that collection must find (and replace) these rows.
-                r["doc_id"] = doc_id(name, r["source_path"])
-                per_doc[r["doc_id"]].append(r)
+            per_doc, dropped = _documents(parts, name)
+            loaded["duplicates_dropped"] += dropped
             for chunks in per_doc.values():
                 head = chunks[0]
                 doc = {k: head[k] for k in ("doc_id", "source_path", "source_type", "content_sha256",
@@ -64,7 +79,8 @@ def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: st
                 loaded["vectors"] += store.commit_document(coll, doc, kept, head["run_id"])
                 loaded["documents"] += 1
             loaded["runs"] += 1
-            log.info("loaded %s: %d documents so far", run_dir, loaded["documents"])
+            log.info("loaded %s: %d documents so far (%d duplicate rows dropped)", run_dir, loaded["documents"],
+                     loaded["duplicates_dropped"])
         if coll is not None:
             store.ensure_hnsw_index(coll, cfg.database.hnsw_m, cfg.database.hnsw_ef_construction)
             loaded["collection"] = coll.name

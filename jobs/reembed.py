@@ -94,9 +94,11 @@ def switch_to(store: PgStore, cfg: JobConfig, active: Collection, space: Collect
 def run_reembed(cfg: JobConfig, collection: str, model: str, *, drop_old: bool = False,
                 docs_per_batch: int = 32) -> ReembedResult:
     started = time.monotonic()
-    with PgStore(database_url(cfg), cfg.database.schema_name) as store:
+    with PgStore(database_url(cfg), cfg.database.schema_name, reconnect_seconds=cfg.database.reconnect_seconds) as store:
         store.migrate()
         active = open_active(store, collection)
+        # An ingest committing into the old space while it is copied would be lost at the switch.
+        store.lock_collection(collection, f"corpusmill reembed {collection} {model}", cfg.database.lock_wait_seconds)
         space = store.begin_space(active, model, embedding_dimension(model))
         already = store.document_count(space)
         log.info("re-embedding %s with %s (%d documents already done)", collection, model, already)

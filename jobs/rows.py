@@ -92,6 +92,21 @@ CHUNK_SCHEMA = pa.schema(
 )
 
 
+def strip_nul(value, counts) -> object:
+    """`value` (a string, or a list of them) without NUL characters, each removed one counted in
+    `counts["nul_removed"]` (a document's normalization counts). PostgreSQL's text cannot hold NUL, and
+    normalization cleans prose only: code blocks, table rows and workbook cells (`_x0000_`) keep theirs
+    until here, the row boundary, before a chunk is hashed, counted and embedded."""
+    if isinstance(value, str):
+        if "\x00" not in value:
+            return value
+        counts["nul_removed"] += value.count("\x00")
+        return value.replace("\x00", "")
+    if isinstance(value, list):
+        return [strip_nul(v, counts) for v in value]
+    return value
+
+
 def doc_marker(work: dict, kind: str, **extra) -> dict:
     """A chunk-schema row that stands for a whole document (`empty` or `error`)."""
     return {

@@ -143,6 +143,7 @@ def write_config(path: Path, collection: str, roots: list[Path], **overrides) ->
     import yaml
 
     data = yaml.safe_load((REPO / "configs" / "local.yaml").read_text())
+    data["excel"]["templates_dir"] = str(REPO / "configs" / "templates")  # relative to local.yaml, not the copy
     data["collection"] = collection
     data["input"]["roots"] = [str(r) for r in roots]
     data["ray"]["progress_bars"] = False

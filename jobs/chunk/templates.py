@@ -33,6 +33,8 @@ from pathlib import Path
 
 import yaml
 
+from jobs.errors import ConfigError
+
 SEPARATOR = " › "
 
 # --- cleaning cells and headers -----------------------------------------------------------------
@@ -320,21 +322,21 @@ class TemplateRegistry:
         return None
 
 
-def _load_file(path: Path) -> list[Template]:
+def _load_file(path: Path, text: str | None = None) -> list[Template]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(path.read_text(encoding="utf-8") if text is None else text)
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ValueError(f"template file {path}: not valid UTF-8 YAML ({exc})") from exc
+        raise ConfigError(f"template file {path}: not valid UTF-8 YAML ({exc})") from exc
     items = data["templates"] if isinstance(data, dict) and "templates" in data else [data]
     if not isinstance(items, list):
-        raise ValueError(f"template file {path}: `templates` must be a list")
+        raise ConfigError(f"template file {path}: `templates` must be a list")
     out = []
     for n, item in enumerate(items, start=1):
         default = path.stem if len(items) == 1 else f"{path.stem}-{n}"
         try:
             out.append(Template.from_dict(item, str(path), default))
         except ValueError as exc:
-            raise ValueError(f"template file {path}, template {n}: {exc}") from exc
+            raise ConfigError(f"template file {path}, template {n}: {exc}") from exc
     return out
 
 
@@ -344,18 +346,50 @@ def _load_cached(directory: str, signature: tuple) -> TemplateRegistry:
     names = [t.name for t in templates]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise ValueError(f"templates in {directory}: duplicate template name(s) {dupes}")
+        raise ConfigError(f"templates in {directory}: duplicate template name(s) {dupes}")
     return TemplateRegistry(templates, Path(directory))
+
+
+TemplateTexts = tuple[tuple[str, str], ...]  # (file name, YAML text) of each template file, sorted by name
+
+
+def read_template_texts(directory: Path | str | None) -> TemplateTexts:
+    """The template files of `directory` as text, read once on the driver: the job ships them to the
+    Excel workers in the stage arguments, so a worker on another node (where the driver's directory may
+    not exist, or hold other files) renders with exactly the templates the fingerprint hashed."""
+    return tuple((p.name, p.read_text(encoding="utf-8")) for p in template_files(directory))
+
+
+@lru_cache(maxsize=8)
+def registry_from_texts(texts: TemplateTexts, origin: str = "") -> TemplateRegistry:
+    """The registry of shipped template texts (`origin`: the driver's directory, for messages)."""
+    templates = [t for name, text in texts for t in _load_file(Path(origin) / name, text)]
+    names = [t.name for t in templates]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError(f"templates in {origin}: duplicate template name(s) {dupes}")
+    return TemplateRegistry(templates, Path(origin) if origin else None)
+
+
+def template_files(directory: Path | str | None) -> list[Path]:
+    """The template files of `directory`, sorted: what load_templates reads and the fingerprint hashes."""
+    if directory is None:
+        return []
+    path = Path(directory).resolve()
+    if not path.is_dir():
+        return []
+    return sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
 
 
 def load_templates(directory: Path | str | None) -> TemplateRegistry:
     """Every *.yaml/*.yml in `directory` (relative paths against the working directory); a missing
-    directory means no templates. Re-read only when a file changes, since each worker calls this per batch."""
+    directory means no templates (load_config refuses one a config names, so that only happens to an
+    ExcelConfig built in code). Re-read only when a file changes, since each worker calls this per batch."""
     if directory is None:
         return TemplateRegistry([])
     path = Path(directory).resolve()
     if not path.is_dir():
         return TemplateRegistry([], path)
-    files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    files = template_files(path)
     signature = tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in files)
     return _load_cached(str(path), signature)

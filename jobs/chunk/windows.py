@@ -7,8 +7,9 @@
 3. Each group is cut into sentence windows (never across groups) bounded by the embedding model's
    token limit counted with the breadcrumb prefix, preferring to cut between blocks once a window
    is `soft_min_ratio` full; windows overlap by `overlap_sentences / window_sentences` of their units.
-   A table over the limit is cut between rows (header repeated); a list item or HTML block over it
-   between lines, then sentences. A code block is never cut: over the limit, it is labelled `too_long`.
+   A table over the limit is cut between rows (header repeated); a list item, HTML block or sentence
+   over it between lines, then sentences, then words (then tokens, for a "word" over the limit). A
+   code block is never cut: over the limit, it is labelled `too_long`.
 4. Short windows of bullets merge forward.
 
 `chunking.strategy: naive` instead cuts the document body into fixed token windows with overlap,
@@ -28,7 +29,7 @@ from jobs.chunk.tokens import TokenCounter, token_counter
 from jobs.config import ChunkingConfig, QualityConfig
 from jobs.parse.boilerplate import is_navigation, see_also_line
 from jobs.parse.normalize import normalize
-from jobs.rows import doc_marker, error_row
+from jobs.rows import doc_marker, error_row, strip_nul
 
 _TAG = {"sent": "p", "list": "list", "code": "code", "table": "table", "quote": "quote", "html": "html"}
 _PROSE = {"sent", "list", "quote"}
@@ -217,12 +218,16 @@ def split_table(unit: Unit, text: str, counter: TokenCounter, budget: int) -> li
     return out
 
 
-# Where an over-long list item or HTML block may be cut: between lines, then after a sentence's end.
+# Where an over-long list item, HTML block or sentence may be cut: between lines, then after a
+# sentence's end, then between words.
 _SENTENCE_END = re.compile(r"(?<=[.!?;])[ \t]+(?=\S)")
+_WORD_GAP = re.compile(r"\s+")
 
 
-def _atoms(src: str, tokens_of, budget: int) -> list[tuple[int, int]]:
-    """[a, b) pieces of `src`: its lines, with lines over `budget` cut again after sentence ends."""
+def _atoms(src: str, tokens_of, budget: int, offsets_of=None) -> list[tuple[int, int]]:
+    """[a, b) pieces of `src`: its lines, with lines over `budget` cut again after sentence ends.
+    With `offsets_of` (token character offsets), a piece still over `budget` is cut once more into
+    runs of words of about half the budget each (see _word_runs)."""
     out, pos = [], 0
     for line in src.split("\n"):
         a, b = pos, pos + len(line)
@@ -232,12 +237,41 @@ def _atoms(src: str, tokens_of, budget: int) -> list[tuple[int, int]]:
         if tokens_of(line) <= budget:
             out.append((a, b))
             continue
-        cut = a
+        pieces, cut = [], a
         for m in _SENTENCE_END.finditer(line):
-            out.append((cut, a + m.start()))
+            pieces.append((cut, a + m.start()))
             cut = a + m.end()
-        out.append((cut, b))
+        pieces.append((cut, b))
+        for pa, pb in pieces:
+            if offsets_of is not None and (len(pieces) == 1 or tokens_of(src[pa:pb]) > budget):
+                out.extend((pa + x, pa + y) for x, y in _word_runs(src[pa:pb], offsets_of, budget))
+            else:
+                out.append((pa, pb))
     return out
+
+
+def _word_runs(piece: str, offsets_of, budget: int) -> list[tuple[int, int]]:
+    """[a, b) runs of `piece` of at most about budget/2 tokens, cut at the last gap between words
+    in the second half of each run, else between two tokens (one "word" over the budget: a URL, a
+    base64 blob, text in a script written without spaces). Half the budget, so split_long_unit can
+    pack and even them out."""
+    offsets = offsets_of(piece)
+    size = max(budget // 2, 1)
+    if len(offsets) <= size:
+        return [(0, len(piece))]
+    runs, i = [], 0
+    while i < len(offsets):
+        j = min(i + size, len(offsets))
+        if j < len(offsets):
+            # the last token in the second half of the run that starts after a gap between words
+            for k in range(j, i + size // 2, -1):
+                if _WORD_GAP.fullmatch(piece[offsets[k - 1][1]:offsets[k][0]] or "x"):
+                    j = k
+                    break
+        a, b = offsets[i][0], offsets[j - 1][1]
+        runs.append((a, b))
+        i = j
+    return runs
 
 
 def split_long_unit(unit: Unit, text: str, counter: TokenCounter, budget: int) -> list[Unit]:
@@ -246,7 +280,7 @@ def split_long_unit(unit: Unit, text: str, counter: TokenCounter, budget: int) -
     source range and is normalized on its own. Code blocks and tables never come here: code is
     never cut, tables are cut between rows by split_table."""
     src = text[unit.start:unit.end]
-    atoms = _atoms(src, lambda s: counter.count([s])[0], budget)
+    atoms = _atoms(src, lambda s: counter.count([s])[0], budget, counter.offsets)
     if len(atoms) < 2:
         return [unit]
     sizes = counter.count([src[a:b] for a, b in atoms])
@@ -297,9 +331,13 @@ def _groups(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, limit: int, s
             if units[i].kind == "table":
                 parts = split_table(units[i], doc["text"], counter, budget)
                 stats["tables_split"] += len(parts) > 1
-            elif units[i].kind in ("list", "html"):
+            elif units[i].kind in ("list", "html", "sent"):
+                # A sentence over the budget is one the sentence model never ended (a paragraph of
+                # 30 MB on one line, a run-on list of values): embedded whole, all but its first
+                # tokens would be lost to the model, so it is cut like an over-long list item.
                 parts = split_long_unit(units[i], doc["text"], counter, budget)
-                stats[f"{units[i].kind}_blocks_split"] += len(parts) > 1
+                key = "long_sentences_split" if units[i].kind == "sent" else f"{units[i].kind}_blocks_split"
+                stats[key] += len(parts) > 1
             else:
                 continue
             units[i:i + 1] = parts
@@ -423,6 +461,10 @@ def chunk_document(doc: dict, chunking: ChunkingConfig, quality: QualityConfig, 
         drafts = naive_drafts(doc, chunking, counter)
     else:
         drafts = structured_drafts(doc, chunking, counter, stats, list(description_keys))
+    for d in drafts:  # counted once, in the body and headings; the breadcrumb and embed_text repeat them
+        for key in ("text", "heading_path", "embed_text", "breadcrumb", "tags"):
+            if key in d:
+                d[key] = strip_nul(d[key], stats if key in ("text", "heading_path") else Counter())
     doc_stats = json.dumps(dict(stats))
     if not drafts:
         return [doc_marker(doc, "empty", doc_stats=doc_stats)]

@@ -21,9 +21,11 @@ import datetime as dt
 import fnmatch
 import io
 import json
+import os
 import re
 import warnings
 import zipfile
+import zlib
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,14 +39,17 @@ from jobs.chunk.templates import (
     SEPARATOR,
     Template,
     TemplateRegistry,
+    TemplateTexts,
     clean_header,
     clean_text,
     load_templates,
+    registry_from_texts,
     render_fallback,
 )
 from jobs.chunk.tokens import token_counter
 from jobs.config import ExcelConfig, QualityConfig
-from jobs.rows import doc_marker, error_row
+from jobs.errors import ConfigError
+from jobs.rows import doc_marker, error_row, strip_nul
 
 __all__ = ["SEPARATOR", "detect_header", "excel_to_chunks", "format_value", "preview", "read_workbook",
            "require_defusedxml", "split_tables", "write_discard_report"]
@@ -56,11 +61,30 @@ warnings.filterwarnings("ignore", category=UserWarning, module=r"openpyxl\.")
 
 
 def require_defusedxml() -> None:
-    """openpyxl parses untrusted XML; it uses defusedxml when installed, so insist on it."""
+    """openpyxl parses untrusted XML; insist that it does so through defusedxml.
+
+    defusedxml being importable is not enough: openpyxl decides once, when it is first imported,
+    whether to use it (`openpyxl.xml.DEFUSEDXML`, off when OPENPYXL_DEFUSEDXML is anything but
+    "True"), and binds its parsers then (openpyxl.xml.functions: `iterparse` reads every sheet and
+    the shared strings). So the flag and the bound parser are what is checked."""
     try:
         import defusedxml  # noqa: F401
     except ImportError as exc:  # pragma: no cover - the package depends on it
         raise RuntimeError("defusedxml must be installed to read workbooks safely (pip install defusedxml)") from exc
+    import defusedxml.ElementTree
+    import openpyxl.xml
+    from openpyxl.xml import functions
+
+    env = os.environ.get("OPENPYXL_DEFUSEDXML")
+    why = f"OPENPYXL_DEFUSEDXML={env!r} in this process's environment" if env not in (None, "True") else \
+        "defusedxml was not importable when openpyxl was first imported"
+    if not openpyxl.xml.DEFUSEDXML:
+        raise RuntimeError(f"openpyxl is not using defusedxml (openpyxl.xml.DEFUSEDXML is False: {why}); workbooks "
+                           "are not read without it. Unset OPENPYXL_DEFUSEDXML (or set it to True) and restart")
+    if functions.iterparse is not defusedxml.ElementTree.iterparse:
+        parser = f"{getattr(functions.iterparse, '__module__', '?')}.{getattr(functions.iterparse, '__name__', '?')}"
+        raise RuntimeError(f"openpyxl's XML parser is {parser}, not defusedxml's; workbooks are not read without it "
+                           "(openpyxl.xml.functions was replaced after import?)")
 
 
 # --- guards: checked before openpyxl opens the file ----------------------------------------------
@@ -69,10 +93,14 @@ _OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # BIFF .xls, and password-pro
 LEGACY_HINT = ("re-save it as .xlsx in Excel (File › Save As › Excel Workbook) or run "
                "`libreoffice --headless --convert-to xlsx FILE`")
 _RATIO_MIN_BYTES = 1024 * 1024  # small parts (themes, styles) compress wildly without harm; the summed size covers them
-_PROLOG_LIMIT = 64 * 1024
 _DTD = re.compile(rb"<!(?:DOCTYPE|ENTITY)", re.I)  # a DTD is where entity bombs ("billion laughs") are declared
-_ROOT_TAG = re.compile(rb"<[A-Za-z_]")  # the root element's start tag: a DTD can only sit before it
-_XML_PARTS = (".xml", ".rels", ".vml")
+_DTD_CARRY = len(b"<!DOCTYPE") - 1  # bytes kept from one block to the next, so a split marker is still seen
+_DTD_BLOCK = 1024 * 1024  # decompressed bytes held at a time while a part is scanned
+_XML_PARTS = (".xml", ".rels", ".vml")  # always scanned, whatever they hold
+_SNIFF_BYTES = 512  # any other part is scanned when it opens like XML: openpyxl follows the package's
+# relationships, not file names, so a sheet or a drawing may live in a part named anything
+_BOMS = b"\xef\xbb\xbf\xff\xfe"  # the bytes of the UTF-8 and UTF-16 byte order marks
+_DECLARED_ENCODING = re.compile(rb"^<\?xml\s[^>]*?\bencoding\s*=\s*[\"']([^\"']{1,40})[\"']")
 
 
 def check_workbook_file(path: Path, cfg: ExcelConfig) -> None:
@@ -107,23 +135,62 @@ def check_workbook_file(path: Path, cfg: ExcelConfig) -> None:
                                  f"{info.file_size:,} bytes), over excel.max_compression_ratio="
                                  f"{cfg.max_compression_ratio:g} (a zip bomb?)")
         for info in infos:
-            if info.filename.lower().endswith(_XML_PARTS):
+            if not info.is_dir():
                 _refuse_dtd(archive, info)
 
 
+def _markup(block: bytes) -> bytes:
+    """The ASCII markup of a block: UTF-16 (and UTF-32) parts hold it with NUL bytes in between."""
+    return block.replace(b"\x00", b"")
+
+
 def _refuse_dtd(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
+    """Refuse a part that declares a DTD anywhere in it, or an encoding this scan cannot read.
+
+    Every part whose name says XML is scanned, and every other part that opens like XML; the whole
+    part, decompressed a block at a time (memory stays at one block, whatever the part's size). A
+    DTD is only legal before the root element, but an XML parser is not what decides here: a marker
+    anywhere is refused, at the cost of refusing a workbook no spreadsheet program writes."""
+    name = info.filename
     try:
         with archive.open(info) as fh:
-            head = fh.read(_PROLOG_LIMIT)
-    except (RuntimeError, NotImplementedError, zipfile.BadZipFile, OSError) as exc:  # encrypted, unknown codec, torn
-        raise ValueError(f"zip entry {info.filename} cannot be read ({exc}); re-save the workbook in Excel") from exc
-    text = head.replace(b"\x00", b"")  # UTF-16 parts: the ASCII markup is what matters
-    root = _ROOT_TAG.search(text)
-    if _DTD.search(text[: root.start()] if root else text):
-        raise ValueError(f"zip entry {info.filename} declares a DTD (<!DOCTYPE/<!ENTITY), which Excel never writes; "
-                         "refused as a possible entity-expansion ('billion laughs') attack")
-    if root is None and len(head) == _PROLOG_LIMIT:
-        raise ValueError(f"zip entry {info.filename} has no root element in its first {_PROLOG_LIMIT:,} bytes; refused")
+            block = fh.read(_SNIFF_BYTES)  # an image is not decompressed further than this
+            head = _markup(block).lstrip(_BOMS).lstrip()
+            if not name.lower().endswith(_XML_PARTS) and not head.startswith(b"<"):
+                return  # an image, a binary: nothing parses it as XML
+            declared = _DECLARED_ENCODING.match(head)
+            if declared and not _markup_is_ascii(declared.group(1).decode("ascii", "replace")):
+                raise ValueError(f"zip entry {name} declares encoding {declared.group(1).decode('ascii', 'replace')!r}, "
+                                 "in which a DTD cannot be told apart; Excel writes UTF-8. Re-save the workbook in Excel")
+            carry = b""
+            while block:
+                text = carry + _markup(block)
+                if _DTD.search(text):
+                    raise ValueError(f"zip entry {name} declares a DTD (<!DOCTYPE/<!ENTITY), which Excel never "
+                                     "writes; refused as a possible entity-expansion ('billion laughs') attack")
+                carry = text[-_DTD_CARRY:]
+                block = fh.read(_DTD_BLOCK)
+    except (RuntimeError, NotImplementedError, zipfile.BadZipFile, OSError, EOFError, zlib.error) as exc:
+        # encrypted, an unknown compression method, a torn or corrupt entry (CRC, deflate stream)
+        raise ValueError(f"zip entry {name} cannot be read ({exc}); re-save the workbook in Excel") from exc
+
+
+def _markup_is_ascii(encoding: str) -> bool:
+    """Whether markup in `encoding` reads as ASCII once NUL bytes are dropped: UTF-8 and the other
+    ASCII supersets, and UTF-16/UTF-32. EBCDIC code pages and UTF-7, which some XML parsers accept,
+    would hide a `<!DOCTYPE` from the scan."""
+    import codecs
+
+    try:
+        info = codecs.lookup(encoding)
+    except LookupError:
+        return False  # unknown to Python: openpyxl's parser could not read it either
+    if info.name.startswith(("utf-16", "utf-32")):
+        return True
+    try:
+        return _markup("<!DOCTYPE ENTITY>".encode(info.name)) == b"<!DOCTYPE ENTITY>" and info.name != "utf-7"
+    except (UnicodeError, LookupError):
+        return False
 
 
 def _unreadable(exc: Exception) -> ValueError:
@@ -879,8 +946,10 @@ class _Context:
     patterns: list[re.Pattern]
 
     @classmethod
-    def create(cls, source_path: str, cfg: ExcelConfig) -> "_Context":
-        return cls(Path(source_path).name, source_path, cfg, load_templates(cfg.templates_dir),
+    def create(cls, source_path: str, cfg: ExcelConfig, templates: TemplateTexts | None = None) -> "_Context":
+        registry = (load_templates(cfg.templates_dir) if templates is None
+                    else registry_from_texts(templates, str(cfg.templates_dir)))
+        return cls(Path(source_path).name, source_path, cfg, registry,
                    [re.compile(p, re.I) for p in cfg.structural_patterns])
 
 
@@ -901,9 +970,11 @@ def _draft(ctx: _Context, table: Table, row: Row) -> RowDraft:
 
 
 def iter_drafts(path: Path, source_path: str, cfg: ExcelConfig, counts: Counter,
-                sheet: str | None = None, sheets_seen: list[str] | None = None) -> Iterator[RowDraft]:
-    """Every data row of the workbook at `path`, rendered and judged; `counts` collects what was skipped."""
-    ctx = _Context.create(source_path, cfg)
+                sheet: str | None = None, sheets_seen: list[str] | None = None,
+                templates: TemplateTexts | None = None) -> Iterator[RowDraft]:
+    """Every data row of the workbook at `path`, rendered and judged; `counts` collects what was skipped.
+    `templates`: the driver's template texts (a job's workers); None reads `cfg.templates_dir` here."""
+    ctx = _Context.create(source_path, cfg, templates)
     for name, rows in open_sheets(Path(path), cfg, counts):
         if sheets_seen is not None:
             sheets_seen.append(name)
@@ -924,27 +995,29 @@ def _counted(rows: Iterator[Row], counts: Counter) -> Iterator[Row]:
 # --- the stage ----------------------------------------------------------------------------------
 
 def excel_to_chunks(rows: list[dict], *, excel: ExcelConfig, quality: QualityConfig,
-                    embedding_model: str, storage=None) -> list[dict]:
+                    embedding_model: str, storage=None, templates: TemplateTexts | None = None) -> list[dict]:
     """Stage: work rows (workbooks) -> chunk rows, one per data row, or one error row per workbook.
     A workbook in an object store (or carried in the work item) is copied to a local temporary file
     first: openpyxl and the zip guards need a real file (`storage`: jobs.sources.fs.StorageOptions)."""
     out = []
     for work in rows:
         try:
-            out.extend(_workbook_chunks(work, excel, quality, embedding_model, storage))
+            out.extend(_workbook_chunks(work, excel, quality, embedding_model, storage, templates))
         except Exception as exc:
             out.append(error_row(work, "parse_excel", exc))
     return out
 
 
 def _workbook_chunks(work: dict, excel: ExcelConfig, quality: QualityConfig, embedding_model: str,
-                     storage=None) -> list[dict]:
+                     storage=None, templates: TemplateTexts | None = None) -> list[dict]:
     from jobs.sources.fs import work_local_file
 
     counter = token_counter(embedding_model)
     counts: Counter = Counter()
     with work_local_file(work, storage, max_bytes=excel.max_file_bytes) as path:
-        drafts = list(iter_drafts(path, work["source_path"], excel, counts))
+        drafts = list(iter_drafts(path, work["source_path"], excel, counts, templates=templates))
+    for d in drafts:  # a cell's `_x0000_` escape reads back as NUL
+        d.sheet, d.text, d.heading_path = (strip_nul(v, counts) for v in (d.sheet, d.text, d.heading_path))
     doc_stats = json.dumps(dict(sorted(counts.items())))
     if not drafts:
         return [doc_marker(work, "empty", doc_stats=doc_stats)]
@@ -1059,7 +1132,7 @@ def preview(path: Path, *, sheet: str | None = None, n: int = 10, excel: ExcelCo
                 d.verdict = verdict
                 tp.dropped.append(d)
     if sheet is not None and sheet not in seen:
-        raise ValueError(f"{path.name} has no visible sheet named {sheet!r}; sheets: {', '.join(seen) or 'none'}")
+        raise ConfigError(f"{path.name} has no visible sheet named {sheet!r}; sheets: {', '.join(seen) or 'none'}")
     registry = load_templates(excel.templates_dir)
     out = [f"{path.name}: {counts['excel_sheets']} sheet(s) read, {counts['excel_hidden_sheets_skipped']} hidden and "
            f"{counts['excel_chart_sheets_skipped']} chart sheet(s) skipped; "

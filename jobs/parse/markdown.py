@@ -7,16 +7,18 @@ Rules that matter for retrieval:
 - front matter (YAML `---`, TOML `+++`) becomes metadata and is never chunked;
 - ATX, setext and OneNote `[Heading]{.underline}` lines open sections;
 - nothing inside a fenced code block (backticks or tildes, unclosed fences run to the end) is a heading;
-- code blocks and tables stay whole blocks, so later stages never split them.
+- code blocks and tables stay whole blocks, so later stages never split them;
+- a "heading" line over MAX_HEADING_CHARS is a paragraph: as a heading it would become the
+  breadcrumb of every chunk below it and leave no body (a one-line 30 MB file starting with `#`).
 """
 
 from __future__ import annotations
 
 import re
+import tomllib  # Python 3.11+ (pyproject: requires-python >= 3.11)
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import tomllib
 import yaml
 
 _FENCE_OPEN = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
@@ -32,6 +34,7 @@ _LIST_ITEM = re.compile(r"^(?P<indent>[ \t]*)(?:[-*+•]|\d{1,9}[.)])[ \t]+\S")
 _TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{1,}:?\s*(?:\|\s*:?-{1,}:?\s*)*\|?\s*$")
 _QUOTE = re.compile(r"^ {0,3}>")
 _HTML_START = re.compile(r"^ {0,3}<(?:!--|[A-Za-z/])")
+MAX_HEADING_CHARS = 500  # the longest heading line in tests/data is 81 characters
 
 # Heading clean-up: markup that must not leak into headings and breadcrumbs.
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
@@ -167,13 +170,15 @@ def _classify(lines: list[tuple[int, int, str]], onenote: bool) -> list[tuple[st
         if not line.strip():
             kinds.append(("blank", 0, ""))
             continue
-        m = _ATX.match(line)
+        heading_sized = len(line) <= MAX_HEADING_CHARS
+        m = _ATX.match(line) if heading_sized else None
         if m:
             kinds.append(("heading", len(m["hashes"]), clean_heading(m["text"] or "")))
             continue
         m = _SETEXT_UNDERLINE.match(line)
         prev = kinds[-1] if kinds else ("blank", 0, "")
-        if m and prev[0] == "text" and not _LIST_ITEM.match(lines[len(kinds) - 1][2]):
+        if (m and prev[0] == "text" and len(lines[len(kinds) - 1][2]) <= MAX_HEADING_CHARS
+                and not _LIST_ITEM.match(lines[len(kinds) - 1][2])):
             level = 1 if m["marks"][0] == "=" else 2
             kinds[-1] = ("setext", level, clean_heading(lines[len(kinds) - 1][2]))
             kinds.append(("underline", 0, ""))
@@ -181,7 +186,7 @@ def _classify(lines: list[tuple[int, int, str]], onenote: bool) -> list[tuple[st
         if _THEMATIC_BREAK.match(line):
             kinds.append(("hr", 0, ""))
             continue
-        m = _ONENOTE_HEADING.match(line) if onenote else None
+        m = _ONENOTE_HEADING.match(line) if onenote and heading_sized else None
         if m:
             kinds.append(("heading", 3, clean_heading(m["text"])))
             continue

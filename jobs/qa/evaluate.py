@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from jobs.errors import ConfigError, NotFoundError
+
 SearchFn = Callable[[list[str], int], list[list[dict]]]
 
 LEVELS = ("document", "chunk", "passage")  # display order, coarse to fine
@@ -70,11 +72,13 @@ def squad_source_path(title: str) -> str:
 
 def load_golden(path: str | Path) -> list[GoldenQuestion]:
     path = Path(path)
+    if not path.is_file():
+        raise NotFoundError(f"golden file not found: {path}")
     text = path.read_text(encoding="utf-8-sig")
     squad = _as_squad(text)
     questions = _squad_questions(squad, path) if squad is not None else _jsonl_questions(text, path)
     if not questions:
-        raise ValueError(f"{path}: no golden questions found (expected JSONL lines or a SQuAD-format JSON file)")
+        raise ConfigError(f"{path}: no golden questions found (expected JSONL lines or a SQuAD-format JSON file)")
     return questions
 
 
@@ -97,15 +101,15 @@ def _jsonl_question(line: str, where: str) -> GoldenQuestion:
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as e:
-        raise ValueError(f"{where}: not valid JSON ({e.msg}); expected one JSON object per line") from None
+        raise ConfigError(f"{where}: not valid JSON ({e.msg}); expected one JSON object per line") from None
     if not isinstance(obj, dict):
-        raise ValueError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+        raise ConfigError(f"{where}: expected a JSON object, got {type(obj).__name__}")
     question = obj.get("question")
     if not isinstance(question, str) or not question.strip():
-        raise ValueError(f"{where}: expected a non-empty string 'question'")
+        raise ConfigError(f"{where}: expected a non-empty string 'question'")
     targets = {attr: _strings(obj.get(key), key, where) for key, attr in _JSONL_TARGETS.items()}
     if not any(targets.values()):
-        raise ValueError(f"{where}: expected at least one of 'chunk_id', 'source_path', 'answer' "
+        raise ConfigError(f"{where}: expected at least one of 'chunk_id', 'source_path', 'answer' "
                          "(a string or a list of strings)")
     return GoldenQuestion(question=question, qid=str(obj.get("qid", obj.get("id", ""))), **targets)
 
@@ -116,7 +120,7 @@ def _strings(value: object, key: str, where: str) -> tuple[str, ...]:
     values = [value] if isinstance(value, str) else value
     # Blank strings are rejected because an empty answer would occur in every passage.
     if not isinstance(values, list) or not all(isinstance(v, str) and v.strip() for v in values):
-        raise ValueError(f"{where}: '{key}' must be a non-empty string or a list of non-empty strings")
+        raise ConfigError(f"{where}: '{key}' must be a non-empty string or a list of non-empty strings")
     return tuple(dict.fromkeys(values))
 
 
@@ -124,7 +128,7 @@ def _squad_articles(doc: dict, path: Path) -> list[dict]:
     for i, article in enumerate(doc["data"], 1):
         problem = _squad_problem(article)
         if problem:
-            raise ValueError(f"{path}: article {i}: {problem}; expected 'title' and 'paragraphs' with 'context' and "
+            raise ConfigError(f"{path}: article {i}: {problem}; expected 'title' and 'paragraphs' with 'context' and "
                              "'qas' holding 'id', 'question' and 'answers[].text'")
     return doc["data"]
 
@@ -160,13 +164,13 @@ def squad_to_markdown(squad_json_path: str | Path, out_dir: str | Path) -> list[
     path, out_dir = Path(squad_json_path), Path(out_dir)
     squad = _as_squad(path.read_text(encoding="utf-8-sig"))
     if squad is None:
-        raise ValueError(f"{path}: expected a SQuAD-format JSON object with a 'data' list of articles")
+        raise ConfigError(f"{path}: expected a SQuAD-format JSON object with a 'data' list of articles")
     out_dir.mkdir(parents=True, exist_ok=True)
     written: dict[str, str] = {}
     for article in _squad_articles(squad, path):
         name = squad_source_path(article["title"])
         if name in written:  # two articles in one file would make document-level matches ambiguous
-            raise ValueError(f"{path}: titles {written[name]!r} and {article['title']!r} both map to {name}")
+            raise ConfigError(f"{path}: titles {written[name]!r} and {article['title']!r} both map to {name}")
         written[name] = article["title"]
         body = "\n\n".join(p["context"].strip() for p in article["paragraphs"])
         (out_dir / name).write_text(f"# {article['title'].replace('_', ' ')}\n\n{body}\n", encoding="utf-8")

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from psycopg import sql
 
+from jobs.store.pgvector import index_name
+
 EMPTY_NORM = 1e-6
 NEAR_ZERO_TOKENS = 8
 AT_LIMIT_FRACTION = 0.97
@@ -60,8 +62,7 @@ def _summary_stats(store, table: sql.Composed, token_limit: int | None) -> dict:
 
 
 def _hnsw_index_exists(store, coll) -> bool:
-    index = f"{coll.chunk_table}_hnsw"[:63]  # the name PgStore.ensure_hnsw_index gives it
-    return store.conn.execute("SELECT to_regclass(%s)", (f"{store.schema}.{index}",)).fetchone()[0] is not None
+    return store.has_index(coll.chunk_table, index_name(coll.chunk_table, "hnsw"), "hnsw")
 
 
 def _duplicate_neighbours(store, table: sql.Composed, threshold: float, exact: bool) -> tuple[int, int]:
@@ -129,7 +130,7 @@ def index_metrics(store, coll, *, exact_below: int = 5000, near_duplicate_cosine
         # leave the figure unmeasured (a gate on it then fails loudly) rather than stall the run.
         method, duplicate_rate = None, None
         warnings.append(f"duplicate_neighbour_rate not measured: {vectors} vectors is at or above exact_below="
-                        f"{exact_below} and the HNSW index {coll.chunk_table}_hnsw does not exist yet")
+                        f"{exact_below} and the HNSW index {index_name(coll.chunk_table, 'hnsw')} does not exist yet")
     else:
         checked, duplicates = _duplicate_neighbours(store, table, near_duplicate_cosine, exact=method == "exact")
         duplicate_rate = _share(duplicates, checked)

@@ -473,6 +473,30 @@ def _index_section(metrics: dict) -> list[str]:
     return out
 
 
+def _discovery_section(metrics: dict) -> list[str]:
+    """Local entries discovery passed over (metrics.json `discovery`, from the plan): links whose target is
+    outside the input root, link loops, broken links. None of them was read, so nothing of theirs is in
+    the index; a person decides whether a link should have been a copy or `input.follow_external_links`."""
+    discovery = metrics.get("discovery")
+    skipped = (discovery or {}).get("skipped_links") or []
+    out = [f'<h2 id="discovery">Skipped in discovery ({_num(len(skipped))})</h2>']
+    if not skipped:
+        return out + ['<p class="note">' + ("Nothing was skipped." if discovery is not None
+                                            else "Not recorded by this run.") + "</p>"]
+    by_reason = Counter(s.get("reason") for s in skipped)
+    out.append('<p class="note">' + ", ".join(f"{_e(r)} {_num(n)}" for r, n in sorted(by_reason.items()))
+               + ". These entries were not read; every one is listed in <code>metrics.json</code> "
+               "(<code>discovery.skipped_links</code>).</p>")
+    shown = skipped[:HTML_FLAGGED_ROWS]
+    if len(skipped) > len(shown):
+        out.append(f'<p class="note">Showing the first {len(shown)} of {len(skipped):,}.</p>')
+    out.append(_table(["path", "reason", "target", "root"],
+                      [[f"<code>{_e(s.get('path'))}</code>", _e(s.get("reason")),
+                        f"<code>{_e(s.get('target') or '?')}</code>", f"<code>{_e(s.get('root'))}</code>"]
+                       for s in shown], classes={0: "path", 2: "path"}))
+    return out
+
+
 def render_html(run_dir: Path, run_info: dict, metrics: dict, breakdown: dict, failures: list[dict], flagged: list[dict],
                 sample: list[dict], plots: dict[str, bytes], limit: tuple[int, str] | None, sample_size: int,
                 seed: int) -> str:
@@ -500,7 +524,8 @@ def render_html(run_dir: Path, run_info: dict, metrics: dict, breakdown: dict, f
     if not files:
         out.append('<p class="note">No qa/metrics.json: "files done" counts the files that have chunks.</p>')
     out.append('<nav><a href="#plots">Plots</a><a href="#quality">Quality</a><a href="#breakdown">Breakdown</a>'
-               '<a href="#index">Index &amp; gates</a><a href="#failed">Failed files</a>'
+               '<a href="#index">Index &amp; gates</a><a href="#discovery">Skipped in discovery</a>'
+               '<a href="#failed">Failed files</a>'
                '<a href="#flagged">Flagged chunks</a><a href="#sample">Sample</a></nav>')
     out.append("</header>")
 
@@ -546,6 +571,7 @@ def render_html(run_dir: Path, run_info: dict, metrics: dict, breakdown: dict, f
     out.append(_group_table("tag", breakdown["by_tag"]) if breakdown["by_tag"] else '<p class="note">No chunks.</p>')
 
     out.extend(_index_section(metrics))
+    out.extend(_discovery_section(metrics))
 
     out.append(f'<h2 id="failed">Failed files ({_num(len(failures))})</h2>')
     if failures:

@@ -66,7 +66,8 @@ def front_matter_block(text: str) -> str:
 
 def corpus_stats(cfg: JobConfig, progress=sys.stderr) -> dict:
     storage = StorageOptions.from_config(cfg.storage)
-    files = [f for f in discover(cfg.input.roots, cfg.input.include, cfg.input.exclude, storage)
+    files = [f for f in discover(cfg.input.roots, cfg.input.include, cfg.input.exclude, storage,
+                                 follow_external_links=cfg.input.follow_external_links)
              if f.source_type == "markdown"]
     counter = token_counter(cfg.embedding.model)
     limit = min(cfg.chunking.max_tokens, counter.limit)

@@ -4,6 +4,10 @@ Roots are local paths or object-store URIs (jobs/sources/fs.py). The listing str
 listing (size and ETag, or mtime) still matches what the store recorded for a `done` document keeps
 that document's sha256 without being read. Every other file is read and hashed (object-store files
 several at a time), and the sha256 is what decides whether its chunks are replaced.
+
+Local roots: symbolic links are followed only inside the root (fs._iter_local); links passed over
+(outside the root, loops, broken) are logged as warnings and returned on the result's `skipped`, from
+where the plan, `corpusmill plan` and the QA report show them.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Mapping
 
+from jobs.errors import ConfigError
 from jobs.sources import fs
 from jobs.sources.globs import matches
 
@@ -25,6 +30,7 @@ SOURCE_TYPES = {".md": "markdown", ".markdown": "markdown", ".xlsx": "excel", ".
                 ".xls": "excel"}
 HASH_BATCH = 256  # listed files waiting to be hashed before they are hashed together
 HASH_THREADS = 16  # concurrent object-store reads while hashing (I/O bound)
+LOGGED_SKIPS = 50  # warnings for entries passed over, one each up to this many, then a count
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,16 @@ class SourceFile:
     content_sha256: str
     listing_tag: str | None = None  # `etag:…` / `mtime:…` from the listing (stored with the document)
     hashed: bool = True  # read and hashed now; False: the listing matched the store, its sha256 came from there
+
+
+class Discovered(list):
+    """discover()'s result: the SourceFiles, a plain list to every caller, plus `skipped`: the local
+    entries the listing passed over ({"root", "path", "reason", "target"}), for the plan to carry.
+    A list subclass rather than a new return type, so existing callers keep working unchanged."""
+
+    def __init__(self, files=(), skipped: list[dict] | None = None):
+        super().__init__(files)
+        self.skipped: list[dict] = list(skipped or [])
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
@@ -57,18 +73,24 @@ def _trusted(known: Mapping | None, rel: str, item: fs.Listed) -> str | None:
 
 
 def discover(roots: list, include: list[str], exclude: list[str], storage: fs.StorageOptions | None = None,
-             known: Mapping | None = None) -> list[SourceFile]:
+             known: Mapping | None = None, *, follow_external_links: bool = False) -> Discovered:
     """Every matching file under `roots`. Two roots holding the same relative path is an error,
     since the relative path is the document's identity in the store.
 
     `known`: the store's documents by source path (objects with `status`, `content_sha256`,
     `source_size`, `source_etag`, like jobs.sources.plan.StoredDoc); files whose listing matches a
-    `done` one are not read. Without it every file is read and hashed."""
+    `done` one are not read. Without it every file is read and hashed.
+
+    `follow_external_links` (config input.follow_external_links): follow links whose target lies
+    outside the root too. Entries passed over are on the result's `skipped` when they could have
+    held a document: directories, and files the include globs select, that no exclude glob matches
+    (a broken link under `.git/` is not worth a warning)."""
     if not roots:
-        raise ValueError("no input roots: pass --input DIR|URI or set input.roots in the config")
+        raise ConfigError("no input roots: pass --input DIR|URI or set input.roots in the config")
     found: dict[str, int] = {}  # rel -> index in out
     out: list[SourceFile | None] = []
     waiting: list[tuple[int, fs.Listed, str]] = []
+    skipped: list[dict] = []
     listed = 0
     with ThreadPoolExecutor(max_workers=HASH_THREADS, thread_name_prefix="hash") as pool:
         def hash_waiting() -> None:
@@ -78,7 +100,18 @@ def discover(roots: list, include: list[str], exclude: list[str], storage: fs.St
             waiting.clear()
 
         for root in roots:
-            for item in fs.iter_files(str(root), storage):
+            def on_skip(entry: fs.Skipped, root=root) -> None:
+                # Reported when it could have held a document: a directory, or a file the globs select
+                # (a virtualenv's bin/python -> /usr/bin/python3 is not worth a warning).
+                if matches(entry.rel, exclude) or not (entry.is_dir or matches(entry.rel, include)):
+                    return
+                skipped.append({"root": str(root), **entry.as_dict()})
+                if len(skipped) <= LOGGED_SKIPS:
+                    log.warning("discover: %s under %s passed over (%s -> %s)", entry.rel, root, entry.reason,
+                                entry.target or "?")
+
+            for item in fs.iter_files(str(root), storage, follow_external_links=follow_external_links,
+                                      on_skip=on_skip):
                 listed += 1
                 rel = item.rel
                 if not matches(rel, include) or matches(rel, exclude):
@@ -89,7 +122,7 @@ def discover(roots: list, include: list[str], exclude: list[str], storage: fs.St
                 if rel in found:
                     first = out[found[rel]] or next(w[1] for w in waiting if w[1].rel == rel)
                     first_uri = first.abs_path if isinstance(first, SourceFile) else first.uri
-                    raise ValueError(
+                    raise ConfigError(
                         f"{rel} exists under two input roots ({first_uri} and {item.uri}); "
                         "documents are identified by their path relative to the root, so give one root"
                     )
@@ -105,6 +138,9 @@ def discover(roots: list, include: list[str], exclude: list[str], storage: fs.St
         hash_waiting()
     files = [f for f in out if f is not None]
     hashed = sum(f.hashed for f in files)
-    log.info("discover: %d listed, %d matched, %d read and hashed, %d unchanged by their listing",
-             listed, len(files), hashed, len(files) - hashed)
-    return files
+    if len(skipped) > LOGGED_SKIPS:
+        log.warning("discover: %d more entries passed over (every one is listed by `corpusmill plan --json`)",
+                    len(skipped) - LOGGED_SKIPS)
+    log.info("discover: %d listed, %d matched, %d read and hashed, %d unchanged by their listing, %d passed over",
+             listed, len(files), hashed, len(files) - hashed, len(skipped))
+    return Discovered(files, skipped)

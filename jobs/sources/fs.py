@@ -16,13 +16,20 @@ Listing streams: `iter_files` yields one object at a time from the store's pages
 ListObjectsV2 page), holding no bodies, so the caller decides what to keep. Each entry carries the
 size and a listing tag (`etag:…` where the store gives an ETag, else `mtime:…`) that discovery compares
 with what the store recorded, so unchanged objects are never downloaded to be hashed.
+
+Local listings follow symbolic links only where they stay inside the input root (unless
+`follow_external_links`): a link to /etc/passwd placed in a corpus must not make the file's text
+searchable. A directory that leads back to one of its own ancestors (a link loop) is not entered
+again, and broken links are passed over; every entry passed over is reported as a `Skipped`.
 """
 
 from __future__ import annotations
 
 import configparser
+import errno
 import hashlib
 import os
+import stat
 import tempfile
 import threading
 from collections import Counter
@@ -30,10 +37,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
 from pydantic import SecretStr
+
+from jobs.errors import ConfigError, NotFoundError
 
 # URI scheme -> the fsspec protocol that serves it.
 SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "abfs": "abfs", "abfss": "abfs", "az": "abfs"}
@@ -120,13 +129,13 @@ def read_secret_file(path: Path | str, profile: str | None = None) -> dict[str, 
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise FileNotFoundError(f"storage.secret_file {path} cannot be read ({exc.strerror})") from None
+        raise NotFoundError(f"storage.secret_file {path} cannot be read ({exc.strerror})") from None
     if text.lstrip().startswith("["):
         ini = configparser.ConfigParser()
         ini.read_string(text)
         section = profile or "default"
         if section not in ini:
-            raise ValueError(f"storage.secret_file {path} has no [{section}] section")
+            raise ConfigError(f"storage.secret_file {path} has no [{section}] section")
         data = dict(ini[section])
     else:
         try:
@@ -134,10 +143,10 @@ def read_secret_file(path: Path | str, profile: str | None = None) -> dict[str, 
         except yaml.YAMLError:
             data = None
         if not isinstance(data, dict):
-            raise ValueError(f"storage.secret_file {path} is neither a YAML/JSON mapping nor an INI credentials file")
+            raise ConfigError(f"storage.secret_file {path} is neither a YAML/JSON mapping nor an INI credentials file")
     unknown = sorted(set(data) - ALL_SECRET_KEYS)
     if unknown:  # key names only: never the values
-        raise ValueError(f"storage.secret_file {path}: unknown keys {unknown}; expected some of {sorted(ALL_SECRET_KEYS)}")
+        raise ConfigError(f"storage.secret_file {path}: unknown keys {unknown}; expected some of {sorted(ALL_SECRET_KEYS)}")
     return {k: SecretStr(str(v)) for k, v in data.items() if v is not None}
 
 
@@ -152,7 +161,7 @@ def scheme_of(uri: str | os.PathLike) -> str | None:
     if scheme == "file":
         return None
     if scheme not in SCHEMES:
-        raise ValueError(f"unsupported URI scheme {scheme!r} in {text!r}: use a local path, "
+        raise ConfigError(f"unsupported URI scheme {scheme!r} in {text!r}: use a local path, "
                          f"{', '.join(s + '://' for s in sorted(SCHEMES))}")
     return scheme
 
@@ -167,7 +176,7 @@ def check_uri(uri: str) -> str:
     if "://" in text:
         parts = urlsplit(text)
         if parts.password is not None or (parts.username is not None and scheme_of(text) == "s3"):
-            raise ValueError(f"credentials in a URI are refused ({parts.scheme}://…@{parts.hostname}): use the "
+            raise ConfigError(f"credentials in a URI are refused ({parts.scheme}://…@{parts.hostname}): use the "
                              "environment, a profile or storage.secret_file")
     return text
 
@@ -232,7 +241,7 @@ def locate(uri: str | os.PathLike, storage: StorageOptions | None = None) -> Loc
     protocol = SCHEMES[scheme]
     path = text.split("://", 1)[1]
     if not path:
-        raise ValueError(f"{uri!r} names no bucket")
+        raise ConfigError(f"{uri!r} names no bucket")
     return Location(text, protocol, path, filesystem(protocol, storage))
 
 
@@ -259,12 +268,39 @@ def listing_tag(info: dict) -> str | None:
     return None
 
 
-def iter_files(root: str | os.PathLike, storage: StorageOptions | None = None) -> Iterator[Listed]:
+@dataclass(frozen=True)
+class Skipped:
+    """A local directory entry the listing did not follow, and why."""
+
+    rel: str  # path relative to the root, POSIX separators
+    reason: str  # one of SKIP_REASONS
+    target: str  # where the link leads (resolved), or what it says when it leads nowhere
+    is_dir: bool = False  # it leads to a directory: what it holds is unknown, whatever its own name
+
+    def as_dict(self) -> dict:
+        return {"path": self.rel, "reason": self.reason, "target": self.target}
+
+
+SKIP_REASONS = {
+    "link_outside_root": "a symbolic link whose target lies outside the input root (input.follow_external_links "
+                         "follows it)",
+    "link_loop": "a directory that leads back to one of its own ancestors, or a link that resolves to itself",
+    "broken_link": "a symbolic link whose target does not exist or cannot be reached",
+    "not_a_file": "a FIFO, socket or device: reading it could block the listing or never end",
+}
+
+
+def iter_files(root: str | os.PathLike, storage: StorageOptions | None = None, *,
+               follow_external_links: bool = False,
+               on_skip: Callable[[Skipped], None] | None = None) -> Iterator[Listed]:
     """Every file under `root`, one at a time, in a stable order (sorted locally, key order on S3).
     Nothing is read but the listing. A root that is missing (or, in an object store, empty) raises
-    FileNotFoundError: a typo in a prefix must not plan the deletion of a whole collection."""
+    FileNotFoundError: a typo in a prefix must not plan the deletion of a whole collection.
+
+    Local roots (`file://` ones included): see `_iter_local` for links; each entry passed over goes
+    to `on_skip`. Object stores have no links."""
     if not is_remote(root):
-        yield from _iter_local(local_path(root))
+        yield from _iter_local(local_path(root), follow_external_links, on_skip)
         return
     loc = locate(root, storage)
     count = 0
@@ -273,21 +309,77 @@ def iter_files(root: str | os.PathLike, storage: StorageOptions | None = None) -
         count += 1
         yield Listed(rel, f"{loc.uri}/{rel}", int(info.get("size") or 0), listing_tag(info))
     if count == 0:
-        raise FileNotFoundError(f"input root has no objects: {loc.uri} (check the bucket and prefix)")
+        raise NotFoundError(f"input root has no objects: {loc.uri} (check the bucket and prefix)")
 
 
-def _iter_local(root: Path) -> Iterator[Listed]:
+def _inside(path: str, real_root: str) -> bool:
+    return path == real_root or path.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def _iter_local(root: Path, follow_external_links: bool = False,
+                on_skip: Callable[[Skipped], None] | None = None) -> Iterator[Listed]:
+    """A depth-first walk in os.walk's order (a directory's files, then its subdirectories, by name).
+
+    Links: a link (to a file or a directory) whose resolved target lies inside the root is followed,
+    and what it leads to is listed under the link's own path: the relative path is a document's
+    identity, so a file linked into two places is two documents (see discover). A target outside the
+    root is passed over (`link_outside_root`) unless `follow_external_links`. A directory whose
+    (st_dev, st_ino) is already on the path from the root down to it is a loop and is not entered
+    (`link_loop`), so the walk ends even where links point back up; a directory linked from several
+    places is walked once per link, which is what lists its files under each link's path. Links that
+    resolve nowhere are `broken_link`. Listed.uri is the resolved path: what is hashed and read is the
+    file the check approved, not whatever the link is changed to point at later (and a changed
+    target fails the sha256 check in work_bytes)."""
     if not root.is_dir():
-        raise FileNotFoundError(f"input root is not a directory: {root}")
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
+        raise NotFoundError(f"input root is not a directory: {root}")
+    real_root = os.path.realpath(root)
+    skip = on_skip or (lambda _s: None)
+    top = os.stat(root)
+    # (directory as walked, its relative path, the (st_dev, st_ino) of it and of every directory above it)
+    stack: list[tuple[str, str, tuple[tuple[int, int], ...]]] = [(str(root), "", ((top.st_dev, top.st_ino),))]
+    while stack:
+        dirpath, rel_dir, chain = stack.pop()
+        try:
+            with os.scandir(dirpath) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            continue  # unreadable, or gone since its parent was listed: passed over, as os.walk does
+        subdirs = []
+        for entry in entries:
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             try:
-                st = path.stat()
+                is_link = entry.is_symlink()
             except OSError:
-                continue  # vanished between the walk and the stat
-            yield Listed(path.relative_to(root).as_posix(), str(path.resolve()), st.st_size, f"mtime:{st.st_mtime_ns}")
+                continue
+            try:
+                st = os.stat(entry.path)  # through the link, if it is one
+            except OSError as exc:
+                if is_link:
+                    reason = "link_loop" if exc.errno == errno.ELOOP else "broken_link"
+                    skip(Skipped(rel, reason, _link_text(entry.path)))
+                continue  # a plain entry that vanished between the scan and the stat
+            target = os.path.realpath(entry.path)
+            if is_link and not follow_external_links and not _inside(target, real_root):
+                skip(Skipped(rel, "link_outside_root", target, is_dir=stat.S_ISDIR(st.st_mode)))
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                ident = (st.st_dev, st.st_ino)
+                if ident in chain:
+                    skip(Skipped(rel, "link_loop", target, is_dir=True))
+                    continue
+                subdirs.append((entry.path, rel, chain + (ident,)))
+            elif stat.S_ISREG(st.st_mode):
+                yield Listed(rel, target, st.st_size, f"mtime:{st.st_mtime_ns}")
+            else:
+                skip(Skipped(rel, "not_a_file", target))
+        stack.extend(reversed(subdirs))
+
+
+def _link_text(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return ""
 
 
 def _iter_s3(loc: Location) -> Iterator[tuple[str, dict]]:

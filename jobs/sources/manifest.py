@@ -13,20 +13,21 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from jobs.errors import ConfigError
 from jobs.sources import fs
-from jobs.sources.discover import SourceFile, discover
+from jobs.sources.discover import Discovered, SourceFile, discover
 
 
 @dataclass
 class Snapshot:
-    files: list[SourceFile]  # listed and unchanged: what the run reads
+    files: list[SourceFile]  # listed and unchanged: what the run reads (a Discovered: it carries `skipped`)
     changed: list[str] = field(default_factory=list)  # listed, but the content differs now
     missing: list[str] = field(default_factory=list)  # listed, but gone
 
 
 def freeze(roots: list, include: list[str], exclude: list[str], tag: str, out: Path,
-           storage: fs.StorageOptions | None = None) -> dict:
-    files = discover(roots, include, exclude, storage)
+           storage: fs.StorageOptions | None = None, *, follow_external_links: bool = False) -> dict:
+    files = discover(roots, include, exclude, storage, follow_external_links=follow_external_links)
     manifest = {
         "tag": tag,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -42,18 +43,22 @@ def load_manifest(path: Path) -> dict:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot read manifest {path}: {exc}") from exc
+        raise ConfigError(f"cannot read manifest {path}: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("files"), list) or not data.get("roots"):
-        raise ValueError(f"{path} is not a corpusmill manifest (expected 'roots' and 'files'; see `corpusmill freeze`)")
+        raise ConfigError(f"{path} is not a corpusmill manifest (expected 'roots' and 'files'; see `corpusmill freeze`)")
     return data
 
 
 def snapshot(manifest: dict, roots: list, include: list[str], exclude: list[str],
-             storage: fs.StorageOptions | None = None, known: dict | None = None) -> Snapshot:
+             storage: fs.StorageOptions | None = None, known: dict | None = None, *,
+             follow_external_links: bool = False) -> Snapshot:
     """The files of `manifest` as they are now under `roots`, split into unchanged, changed and missing.
-    `known` (the store's documents) lets unchanged listings skip the read, as in a plain plan."""
-    current = {f.source_path: f for f in discover(roots, include, exclude, storage, known)}
-    snap = Snapshot(files=[])
+    `known` (the store's documents) lets unchanged listings skip the read, as in a plain plan. A
+    manifest entry that is now a link out of the root is `missing`: the link is never followed."""
+    found = discover(roots, include, exclude, storage, known, follow_external_links=follow_external_links)
+    current = {f.source_path: f for f in found}
+    # What discovery passed over travels on `files`, so make_plan(snap.files, …) carries it to the plan.
+    snap = Snapshot(files=Discovered(skipped=found.skipped))
     for entry in manifest["files"]:
         f = current.get(entry["source_path"])
         if f is None:

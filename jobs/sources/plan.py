@@ -29,6 +29,9 @@ class Plan:
     # With --manifest: listed files that changed or vanished since the freeze (reported, not read).
     not_as_frozen: list[str] = field(default_factory=list)
     hashed: int = 0  # files read and hashed to make this plan (the rest were unchanged by their listing)
+    # Local entries discovery passed over: {"root", "path", "reason", "target"}, reason one of
+    # jobs.sources.fs.SKIP_REASONS (a link out of the root, a link loop, a broken link, a FIFO).
+    skipped_links: list[dict] = field(default_factory=list)
 
     @property
     def relisted(self) -> list[SourceFile]:
@@ -49,11 +52,21 @@ class Plan:
             "delete": len(self.delete),
         }
 
+    def discovery(self) -> dict:
+        """What discovery passed over, for the run's qa/metrics.json (`discovery`), where the QA report
+        lists it. Kept out of counts(): those are files acted on, and callers sum them."""
+        by_reason: dict[str, int] = {}
+        for entry in self.skipped_links:
+            by_reason[entry["reason"]] = by_reason.get(entry["reason"], 0) + 1
+        return {"skipped": len(self.skipped_links), "skipped_by_reason": dict(sorted(by_reason.items())),
+                "skipped_links": list(self.skipped_links)}
+
 
 def make_plan(
     files: list[SourceFile], stored: dict[str, StoredDoc], fingerprint: str, keep_removed: bool = False
 ) -> Plan:
-    plan = Plan(hashed=sum(f.hashed for f in files))
+    # discover()'s result carries what it passed over (a Discovered); a plain list carries nothing.
+    plan = Plan(hashed=sum(f.hashed for f in files), skipped_links=list(getattr(files, "skipped", [])))
     for f in files:
         doc = stored.get(f.source_path)
         if doc is None:

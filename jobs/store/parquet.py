@@ -19,6 +19,7 @@ import logging
 import os
 import shutil
 from pathlib import Path
+from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -159,10 +160,21 @@ def fetch_run(location: str, storage: fs.StorageOptions | None, staging: Path) -
     return staging
 
 
-def read_chunks(run_dir: Path | str, storage: fs.StorageOptions | None = None) -> pa.Table:
-    """Every chunk part of a run directory, local or in an object store."""
+def iter_parts(run_dir: Path | str, storage: fs.StorageOptions | None = None) -> Iterator[pa.Table]:
+    """A run directory's chunk parts one at a time, in write order (local or in an object store). Only
+    named parts: a run killed mid-write can leave a `.parquet.tmp` behind."""
     if fs.is_remote(run_dir):
         loc = fs.locate(str(run_dir), storage)
-        parts = sorted(n for n in loc.fs.ls(f"{loc.path}/chunks", detail=False) if n.endswith(".parquet"))
-        return pa.concat_tables([pq.read_table(loc.fs.open(p, "rb")) for p in parts]) if parts else pa.table({})
-    return pq.read_table(Path(run_dir) / "chunks")
+        names = loc.fs.ls(f"{loc.path}/chunks", detail=False) if loc.fs.exists(f"{loc.path}/chunks") else []
+        for p in sorted(n for n in names if n.endswith(".parquet")):
+            with loc.fs.open(p, "rb") as f:
+                yield pq.read_table(f)
+        return
+    for p in sorted((Path(run_dir) / "chunks").glob("part-*.parquet")):
+        yield pq.read_table(p)
+
+
+def read_chunks(run_dir: Path | str, storage: fs.StorageOptions | None = None) -> pa.Table:
+    """Every chunk part of a run directory, local or in an object store."""
+    parts = list(iter_parts(run_dir, storage))
+    return pa.concat_tables(parts) if parts else pa.table({})

@@ -10,10 +10,13 @@ Identifiers that come from config (schema, collection → table names) go throug
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import logging
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,9 +24,12 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
+from jobs.errors import NotPermittedError, UnreachableError, UserError
 from jobs.sources.plan import StoredDoc
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "ops" / "migrations"
+log = logging.getLogger(__name__)
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
 # Binary COPY column types, in CONTRACT order minus nothing: every contract column is stored.
 CHUNK_COLUMNS: list[tuple[str, str]] = [
@@ -40,14 +46,43 @@ VIEW_COLUMNS = ["collection", "chunk_id", "doc_id", "source_path", "source_type"
                 "breadcrumb", "text", "seq", "quality", "embedding_model"]
 
 
+IDENTIFIER_BYTES = 63  # PostgreSQL truncates longer identifiers, silently
+
+
+def bounded_name(name: str, suffix: str = "") -> str:
+    """`name` + `suffix`, at most 63 bytes. A longer one keeps its head and gets a short hash of the whole,
+    so two long names never collapse into one (PostgreSQL would truncate both to the same prefix)."""
+    full = name + suffix
+    if len(full.encode()) <= IDENTIFIER_BYTES:
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:8]
+    head = name.encode()[:IDENTIFIER_BYTES - len(suffix.encode()) - 9].decode(errors="ignore")
+    return f"{head}_{digest}{suffix}"
+
+
 def chunk_table_name(collection: str, model: str, dimension: int) -> str:
     """`chunks_<collection>_<model slug>_<dim>`, kept under PostgreSQL's 63-byte identifier limit."""
     slug = re.sub(r"[^a-z0-9]+", "_", model.lower().rsplit("/", 1)[-1]).strip("_")
-    name = f"chunks_{collection}_{slug}_{dimension}"
-    if len(name) > 63:
-        digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-        name = f"{name[:54]}_{digest}"
-    return name
+    return bounded_name(f"chunks_{collection}_{slug}_{dimension}")
+
+
+def index_name(table: str, kind: str) -> str:
+    """The name of a chunk table's `hnsw` or `doc` index: the one helper every caller uses, so the
+    index an index-metrics probe looks for is the index that was built. Derived from the table name
+    (itself at most 63 bytes), hashed when the two together would not fit."""
+    return bounded_name(table, f"_{kind}" if kind == "hnsw" else f"_{kind}_idx")
+
+
+def scrub_nul(value):
+    """A text value (or a list of them) without NUL, which PostgreSQL's text type cannot hold (code
+    blocks, table rows and workbook cells such as `_x0000_` can carry one). The chunk builders strip
+    and count NULs before hashing and embedding; this is the store's own guard for every other path
+    (a reload of old Parquet, an error message quoting the input)."""
+    if isinstance(value, str):
+        return value.replace("\x00", "") if "\x00" in value else value
+    if isinstance(value, list):
+        return [scrub_nul(v) for v in value]
+    return value
 
 
 @dataclass(frozen=True)
@@ -58,26 +93,64 @@ class Collection:
     chunk_table: str
 
 
-class CollectionMismatch(ValueError):
+class CollectionMismatch(UserError, ValueError):
     pass
 
 
-class UnknownCollection(LookupError):
+class UnknownCollection(UserError, LookupError):
     def __str__(self) -> str:  # LookupError would quote the message like a dict key
         return str(self.args[0])
 
 
+class DatabaseUnavailable(UnreachableError):  # a ConnectionError
+    """The server went away mid-run and did not come back within the reconnect budget."""
+
+
+class CollectionBusy(UserError, RuntimeError):
+    """Another run holds the collection's write lock."""
+
+
+# Connection faults worth a reconnect: the server restarted, the network dropped. Anything else (bad
+# data, a constraint) is the document's own fault and must not be retried.
+_CONNECTION_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
+
+
+def _reconnecting(method):
+    """Run a store method again on a fresh connection when the old one broke under it. Only for methods
+    that are whole transactions (or reads) and idempotent: a document's replace-and-checkpoint can be
+    replayed, since the server rolled back whatever the broken connection had not committed."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        while True:
+            try:
+                return method(self, *args, **kwargs)
+            except _CONNECTION_ERRORS as exc:
+                if not self.connection_lost():
+                    raise
+                log.warning("lost the connection to PostgreSQL (%s); reconnecting", str(exc).strip().splitlines()[0])
+                self.reconnect()
+    return wrapper
+
+
 class PgStore:
-    def __init__(self, url: str, schema: str = "corpusmill"):
+    def __init__(self, url: str, schema: str = "corpusmill", *, application_name: str = "corpusmill",
+                 reconnect_seconds: float = 60.0):
+        self.url, self.schema, self.application_name = url, schema, application_name
+        self.reconnect_seconds = reconnect_seconds
+        self._vector_ready = False
+        self._locks: dict[str, int] = {}  # collection -> advisory lock key held by this session
         try:
-            self.conn = psycopg.connect(url, autocommit=True)
+            self.conn = self._connect()
         except psycopg.OperationalError as exc:
-            raise ConnectionError(
+            raise UnreachableError(
                 f"cannot connect to PostgreSQL ({exc}); check --database-url / DATABASE_URL, "
                 "or unset them to use the embedded server (`corpusmill db start`)"
             ) from exc
-        self.schema = schema
-        self._vector_ready = False
+
+    def _connect(self) -> psycopg.Connection:
+        # application_name: an operator sees which run holds a connection (pg_stat_activity) and a
+        # second ingest can name the run that holds a collection's lock.
+        return psycopg.connect(self.url, autocommit=True, application_name=self.application_name[:63])
 
     def close(self) -> None:
         self.conn.close()
@@ -88,12 +161,93 @@ class PgStore:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    # ---- faults of the server -----------------------------------------------------------------
+    def connection_lost(self) -> bool:
+        return self.conn.closed or self.conn.broken
+
+    def reconnect(self) -> None:
+        """A new connection after the server restarted, with bounded exponential backoff (0.5 s doubling
+        to 8 s, `reconnect_seconds` in all). The session's advisory locks died with the old connection:
+        they are taken again, and if another run took one meanwhile this run must stop writing."""
+        deadline, delay, last = time.monotonic() + self.reconnect_seconds, 0.5, None
+        while True:
+            try:
+                conn = self._connect()
+                break
+            except psycopg.OperationalError as exc:
+                last = exc
+                if time.monotonic() + delay > deadline:
+                    raise DatabaseUnavailable(
+                        f"PostgreSQL did not come back within {self.reconnect_seconds:g} s "
+                        f"({str(last).strip().splitlines()[0] if str(last).strip() else type(last).__name__})") from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 8.0)
+        try:
+            self.conn.close()
+        except Exception:  # the old connection is broken; closing it is only tidiness
+            pass
+        self.conn = conn
+        if self._vector_ready:
+            self._vector_ready = False
+            self._register_vector()
+        for collection, key in list(self._locks.items()):
+            if not self.conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+                self._locks.pop(collection)
+                raise CollectionBusy(f"while this run reconnected, {self.lock_holder(collection)} took the write lock "
+                                     f"of collection {collection!r}; this run stops")
+        log.info("reconnected to PostgreSQL")
+
+    # ---- one writer per collection ------------------------------------------------------------
+    def _lock_key(self, collection: str) -> int:
+        digest = hashlib.sha256(f"corpusmill\0{self.schema}\0{collection}".encode()).digest()
+        return int.from_bytes(digest[:8], "big", signed=True)
+
+    def lock_collection(self, collection: str, holder: str, wait_seconds: float = 0.0) -> None:
+        """Take the collection's write lock (a session advisory lock, released when this store closes or
+        its connection dies) so two ingests — from two shells or two machines — never interleave commits.
+        Held by another run: wait up to `wait_seconds`, then raise CollectionBusy naming that run."""
+        key = self._lock_key(collection)
+        self.conn.execute("SELECT set_config('application_name', %s, false)", (holder[:63],))
+        self.application_name = holder  # a reconnect presents itself the same way
+        deadline, told = time.monotonic() + wait_seconds, False
+        while not self.conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+            other = self.lock_holder(collection)
+            if time.monotonic() >= deadline:
+                raise CollectionBusy(
+                    f"collection {collection!r} is being written by {other}; wait for it to finish "
+                    "(or set database.lock_wait_seconds to wait), or use another --collection")
+            if not told:
+                log.warning("collection %r is being written by %s; waiting up to %g s", collection, other, wait_seconds)
+                told = True
+            time.sleep(min(1.0, max(0.05, deadline - time.monotonic())))
+        self._locks[collection] = key
+
+    def unlock_collection(self, collection: str) -> None:
+        key = self._locks.pop(collection, None)
+        if key is not None and not self.connection_lost():
+            self.conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+    def lock_holder(self, collection: str) -> str:
+        """Who holds the collection's lock, in words: the holder's application_name (`corpusmill ingest
+        <run_id>`), its client address and since when."""
+        key = self._lock_key(collection)
+        row = self.conn.execute(
+            "SELECT a.application_name, a.client_addr::text, a.client_hostname, a.pid, a.backend_start "
+            "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' "
+            "AND l.granted AND l.classid::bigint = %s AND l.objid::bigint = %s AND l.objsubid = 1",
+            ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF)).fetchone()
+        if row is None:
+            return "another process (it has just finished)"
+        name, addr, host, pid, since = row
+        where = host or addr or "this server's host (local socket)"
+        return f"{name or 'a process'} (server pid {pid}, from {where}, connected {since:%Y-%m-%d %H:%M:%S %Z})"
+
     def _t(self, name: str) -> sql.Composed:
         return sql.Identifier(self.schema, name)
 
     # ---- schema -------------------------------------------------------------------------------
     def migrate(self) -> list[str]:
-        """Apply ops/migrations/NNN_*.sql not yet applied, each in its own transaction."""
+        """Apply jobs/store/migrations/NNN_*.sql not yet applied, each in its own transaction."""
         if not MIGRATIONS_DIR.is_dir():
             raise FileNotFoundError(f"SQL migrations not found at {MIGRATIONS_DIR}")
         applied_now = []
@@ -103,7 +257,7 @@ class PgStore:
             try:
                 self.conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             except psycopg.errors.InsufficientPrivilege as exc:
-                raise PermissionError(
+                raise NotPermittedError(
                     "the pgvector extension is not installed in this database and this user may not create "
                     "it: ask an administrator to run `CREATE EXTENSION vector`"
                 ) from exc
@@ -170,9 +324,14 @@ class PgStore:
                     f"but this config embeds with {model} (dimension {dimension}); use another --collection, "
                     "or `corpusmill reembed` to build a new embedding space"
                 )
+            self._ensure_doc_index(existing.chunk_table)
             return existing
         coll = Collection(name, model, dimension, chunk_table_name(name, model, dimension))
         with self.conn.transaction():
+            # Two first runs of one collection at once: the second waits here, then finds it made.
+            self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key("create:" + name),))
+            if self.get_collection(name) is not None:
+                return self.ensure_collection(name, model, dimension)
             self._create_chunk_table(coll.chunk_table, dimension)
             self.conn.execute(sql.SQL(
                 "INSERT INTO {} (name, embedding_model, dimension, chunk_table) VALUES (%s, %s, %s, %s) "
@@ -223,6 +382,7 @@ class PgStore:
             sql.SQL(", ").join(sql.Identifier(c) for c in cols), self._t(coll.chunk_table)), (doc_ids,))
         return [dict(zip(cols, r)) for r in cur]
 
+    @_reconnecting
     def load_space_document(self, space: Collection, doc_id: str, chunks: list[dict]) -> None:
         """One document's re-embedded chunks into the new space, atomically (the reembed checkpoint)."""
         with self.conn.transaction():
@@ -275,15 +435,30 @@ class PgStore:
             extra = sql.SQL(" PRIMARY KEY") if name == "chunk_id" else sql.SQL("")
             defs.append(sql.SQL("{} {}{}").format(sql.Identifier(name), pg_type, extra))
         self.conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(self._t(table), sql.SQL(", ").join(defs)))
-        self.conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (doc_id)").format(
-            sql.Identifier(f"{table}_doc_idx"), self._t(table)))
+        self._ensure_doc_index(table)
 
+    def _ensure_doc_index(self, table: str) -> None:
+        """The doc_id index every commit's DELETE needs. Also repairs a table from before index names were
+        bounded, whose over-long index name PostgreSQL truncated to the table's own, so it was never made."""
+        self.conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (doc_id)").format(
+            sql.Identifier(index_name(table, "doc")), self._t(table)))
+
+    def has_index(self, table: str, index: str, method: str | None = None) -> bool:
+        """Whether `index` exists *on `table`* (and uses `method`): a relation of that name elsewhere, or
+        the table itself, does not count."""
+        row = self.conn.execute(
+            "SELECT am.amname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "JOIN pg_class t ON t.oid = i.indrelid JOIN pg_namespace n ON n.oid = t.relnamespace "
+            "JOIN pg_am am ON am.oid = c.relam WHERE n.nspname = %s AND t.relname = %s AND c.relname = %s",
+            (self.schema, table, index)).fetchone()
+        return row is not None and (method is None or row[0] == method)
+
+    @_reconnecting
     def ensure_hnsw_index(self, coll: Collection, m: int = 16, ef_construction: int = 64) -> bool:
         """Build the cosine HNSW index once the first bulk load is in (building it after the load is far
         cheaper than maintaining it row by row). Returns True when it was built now."""
-        index = f"{coll.chunk_table}_hnsw"[:63]
-        exists = self.conn.execute("SELECT to_regclass(%s)", (f"{self.schema}.{index}",)).fetchone()[0]
-        if exists:
+        index = index_name(coll.chunk_table, "hnsw")
+        if self.has_index(coll.chunk_table, index, "hnsw"):
             return False
         n = self.conn.execute(sql.SQL("SELECT count(*) FROM {}").format(self._t(coll.chunk_table))).fetchone()[0]
         if n == 0:
@@ -302,12 +477,14 @@ class PgStore:
         return True
 
     # ---- documents: plan and checkpoint -------------------------------------------------------
+    @_reconnecting
     def stored_documents(self, collection: str) -> dict[str, StoredDoc]:
         rows = self.conn.execute(sql.SQL(
             "SELECT source_path, content_sha256, pipeline_fingerprint, status, source_size, source_etag FROM {} "
             "WHERE collection = %s").format(self._t("documents")), (collection,))
         return {r[0]: StoredDoc(*r) for r in rows}
 
+    @_reconnecting
     def record_listing(self, collection: str, files: list[tuple[str, int, str | None]]) -> None:
         """(source_path, size, listing tag) of `done` documents found unchanged in content under a new
         listing (a re-upload, a touched file): the next plan trusts them without reading them again."""
@@ -319,6 +496,7 @@ class PgStore:
                 "AND status = 'done'").format(self._t("documents")),
                 [(size, tag, collection, path) for path, size, tag in files])
 
+    @_reconnecting
     def mark_pending(self, collection: str, run_id: str, docs: list[dict]) -> None:
         """Planned documents become `pending` (old chunks stay until each is replaced)."""
         with self.conn.transaction(), self.conn.cursor() as cur:
@@ -329,6 +507,7 @@ class PgStore:
                 "updated_at = now()").format(self._t("documents")),
                 [(collection, d["source_path"], d["doc_id"], d["source_type"], run_id) for d in docs])
 
+    @_reconnecting
     def commit_document(self, coll: Collection, doc: dict, chunks: list[dict], run_id: str) -> int:
         """Replace the document's chunks and mark it done, atomically. Returns vectors loaded."""
         loaded = [c for c in chunks if not c.get("omitted")]
@@ -353,9 +532,12 @@ class PgStore:
                         if v is None:
                             raise ValueError(f"chunk {c.get('chunk_id')} reached the sink without an embedding")
                         v = np.asarray(v, dtype=np.float32)
+                    else:
+                        v = scrub_nul(v)
                     values.append(v)
                 copy.write_row(values)
 
+    @_reconnecting
     def record_failure(self, collection: str, doc: dict, run_id: str, stage: str, error_class: str,
                        message: str, retryable: bool = True) -> None:
         """The document stays as it was (old chunks kept), flagged failed, and the error is logged."""
@@ -363,11 +545,11 @@ class PgStore:
             self.conn.execute(sql.SQL(
                 "INSERT INTO {} (run_id, collection, source_path, stage, error_class, message, retryable) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s)").format(self._t("errors")),
-                (run_id, collection, doc["source_path"], stage, error_class, message, retryable))
+                scrub_nul([run_id, collection, doc["source_path"], stage, error_class, message]) + [retryable])
             self.conn.execute(sql.SQL(
                 "UPDATE {} SET status = 'failed', last_error = %s, run_id = %s, updated_at = now() "
                 "WHERE collection = %s AND source_path = %s").format(self._t("documents")),
-                (f"[{stage}] {error_class}: {message}"[:2000], run_id, collection, doc["source_path"]))
+                scrub_nul([f"[{stage}] {error_class}: {message}"[:2000], run_id, collection, doc["source_path"]]))
 
     def _set_document(self, collection: str, doc: dict, status: str, chunk_count: int, run_id: str,
                       error: str | None) -> None:
@@ -382,10 +564,11 @@ class PgStore:
             "source_size = EXCLUDED.source_size, source_etag = EXCLUDED.source_etag, "
             "updated_at = now()").format(self._t("documents")),
             # The listing the content came with (absent, e.g. a reload from Parquet: NULL, so the next plan reads it).
-            (collection, doc["source_path"], doc["doc_id"], doc["source_type"], doc["content_sha256"],
-             doc["pipeline_fingerprint"], status, chunk_count, run_id, error, doc.get("source_size"),
-             doc.get("source_etag")))
+            scrub_nul([collection, doc["source_path"], doc["doc_id"], doc["source_type"], doc["content_sha256"],
+                       doc["pipeline_fingerprint"], status]) + [chunk_count, run_id, scrub_nul(error),
+                                                                doc.get("source_size"), doc.get("source_etag")])
 
+    @_reconnecting
     def delete_document(self, coll: Collection, source_path: str) -> int:
         """Remove a document that left the input: its chunks and its checkpoint row, together."""
         with self.conn.transaction():
@@ -399,12 +582,14 @@ class PgStore:
             return cur.rowcount
 
     # ---- runs ---------------------------------------------------------------------------------
+    @_reconnecting
     def start_run(self, run_id: str, collection: str, config: dict, fingerprint: str, output_dir: str) -> None:
         self.conn.execute(sql.SQL(
             "INSERT INTO {} (run_id, collection, config, pipeline_fingerprint, output_dir) VALUES (%s, %s, %s, %s, %s) "
             "ON CONFLICT (run_id) DO UPDATE SET status = 'running', finished_at = NULL").format(self._t("runs")),
             (run_id, collection, json.dumps(config), fingerprint, output_dir))
 
+    @_reconnecting
     def finish_run(self, run_id: str, status: str, counts: dict, stage_stats: dict) -> None:
         self.conn.execute(sql.SQL(
             "UPDATE {} SET finished_at = now(), status = %s, counts = %s, stage_stats = %s WHERE run_id = %s"
@@ -425,6 +610,7 @@ class PgStore:
         return row[0] if row else None
 
     # ---- reading ------------------------------------------------------------------------------
+    @_reconnecting
     def status(self, collection: str) -> dict:
         coll = self.get_collection(collection)
         if coll is None:

@@ -1,13 +1,16 @@
 """The sink: gathers each document's rows, then writes Parquet and commits it to PostgreSQL.
 
-Guarantee (the pgvector store's, per document): a document is committed only once all of its rows
-have arrived (`doc_rows` tells how many; re-batching may split them across batches), in one
-transaction with its checkpoint row. Its rows are in a Parquet part before that commit, so
-Parquet holds every committed document. A document with any error row is recorded as failed and
-keeps its previous chunks.
+Guarantee (the pgvector store's, per document): a document is committed only once each of its rows
+`seq` 0…`doc_rows`-1 has arrived exactly once (re-batching may split them across batches; a row that
+arrives twice is dropped), in one transaction with its checkpoint row. Its rows are in a Parquet
+part before that commit, so Parquet holds every committed document. A document with any error row is recorded as failed and
+keeps its previous chunks; so does a document the database rejects (recorded at stage `load`), and
+the run goes on. A connection lost to a server restart is the store's to heal (PgStore reconnects and
+replays the document's transaction); only a server that stays away stops the run.
 
-It runs in the driver and consumes the Ray dataset's stream, which gives back-pressure for free and
-one writer per collection, so commits never race each other.
+It runs in the driver and consumes the Ray dataset's stream, which gives back-pressure for free; the
+collection's advisory lock (PgStore.lock_collection, taken by the job) keeps a second run's commits
+out, so commits never race each other.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from jobs.store.parquet import RunOutput
-from jobs.store.pgvector import Collection, PgStore
+from jobs.store.pgvector import Collection, CollectionBusy, DatabaseUnavailable, PgStore
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +43,7 @@ class SinkStats:
     words: list[int] = field(default_factory=list)
     failures: list[dict] = field(default_factory=list)
     seen: set = field(default_factory=set)
+    duplicate_rows: int = 0  # rows that arrived twice (dropped: each seq commits once)
 
 
 class DocumentSink:
@@ -52,7 +56,8 @@ class DocumentSink:
         self.total_docs = total_docs
         self.flush_rows, self.flush_seconds = flush_rows, flush_seconds
         self.stats = SinkStats()
-        self._partial: dict[str, list[dict]] = defaultdict(list)
+        self._partial: dict[str, dict[int, dict]] = defaultdict(dict)  # doc_id -> seq -> row, until complete
+        self._closed: set[str] = set()  # documents already complete: a late repeat of their rows is dropped
         self._ready: list[list[dict]] = []
         self._ready_rows = 0
         self._oldest_ready: float | None = None
@@ -63,9 +68,18 @@ class DocumentSink:
     def write(self, rows: list[dict]) -> None:
         for row in rows:
             doc = row["doc_id"]
-            self._partial[doc].append(row)
-            if len(self._partial[doc]) >= row["doc_rows"]:
-                self._ready.append(self._partial.pop(doc))
+            seq = row.get("seq") or 0  # error and empty markers are a document's one row
+            got = self._partial[doc] if doc not in self._closed else None
+            if got is None or seq in got:
+                # A block delivered twice (a retried task whose first output also arrived) repeats rows:
+                # the document must still commit each seq once.
+                self.stats.duplicate_rows += 1
+                continue
+            got[seq] = row
+            if len(got) == row["doc_rows"] and set(got) == set(range(row["doc_rows"])):
+                self._ready.append([got[i] for i in range(row["doc_rows"])])
+                self._partial.pop(doc)
+                self._closed.add(doc)
                 self._ready_rows += row["doc_rows"]
                 self._oldest_ready = self._oldest_ready or time.monotonic()
         if self._ready and (self._ready_rows >= self.flush_rows
@@ -101,7 +115,16 @@ class DocumentSink:
                 self.stats.text_changes.update(json.loads(r["doc_stats"]))
         chunks = [r for r in rows if r["row_kind"] == "chunk"]
         doc = head | self.listing.get(head["doc_id"], {})
-        self.stats.vectors += self.store.commit_document(self.coll, doc, chunks, self.run_id)
+        try:
+            self.stats.vectors += self.store.commit_document(self.coll, doc, chunks, self.run_id)
+        except (DatabaseUnavailable, CollectionBusy):
+            raise  # the run cannot go on; committed documents stay, the rest stay pending
+        except Exception as exc:
+            # The document's own fault (a value the server rejects, a missing vector): its transaction
+            # rolled back, its old chunks stay, and it is recorded like a failure in any other stage.
+            log.warning("%s: could not load (%s: %s)", head["source_path"], type(exc).__name__, exc)
+            self._fail(head, "load", type(exc).__name__, str(exc).strip() or repr(exc))
+            return
         self.stats.docs_done += 1
         self.stats.docs_empty += not chunks
         for c in chunks:
@@ -119,10 +142,15 @@ class DocumentSink:
         """Documents the pipeline never returned (it should not happen; if it does, say so and retry them)."""
         for doc in planned:
             if doc["doc_id"] not in self.stats.seen and doc["doc_id"] not in self._partial:
-                self._fail(doc, "pipeline", "LostDocument", "the pipeline returned no rows for this file; it will be retried")
-        for doc_id, rows in list(self._partial.items()):
-            self._fail(rows[0], "sink", "IncompleteDocument",
-                       f"received {len(rows)} of {rows[0]['doc_rows']} rows; it will be retried")
+                self._fail(doc, "pipeline", "LostDocument",
+                           "the pipeline returned no rows for this file (its block failed past its retries, "
+                           "e.g. a worker killed each time it ran); it will be retried")
+        for doc_id, got in list(self._partial.items()):
+            head = next(iter(got.values()))
+            missing = sorted(set(range(head["doc_rows"])) - set(got))
+            self._fail(head, "sink", "IncompleteDocument",
+                       f"received {len(got)} of {head['doc_rows']} rows (missing seq {missing[:10]}"
+                       f"{' …' if len(missing) > 10 else ''}); it will be retried")
             self._partial.pop(doc_id)
 
     def _fail(self, doc: dict, stage: str, cls: str, message: str) -> None:

@@ -235,6 +235,7 @@ def e2e_gpu_ingest(tmp: Path, copies: int) -> dict:
     import yaml
 
     cfg = yaml.safe_load(common.CONFIG.read_text(encoding="utf-8"))
+    cfg["excel"]["templates_dir"] = str(common.CONFIG.parent / cfg["excel"]["templates_dir"])  # relative to local.yaml
     cfg["embedding"].update(device="cuda", dtype="float16", encode_batch_size=256)
     cfg["embedding"]["resources"].update(num_gpus=1, batch_size=256)
     cfg["ray"]["progress_bars"] = False

@@ -1,6 +1,7 @@
 import json
 import subprocess
 import sys
+import unicodedata
 
 import pytest
 
@@ -158,3 +159,63 @@ def test_a_document_that_breaks_the_shared_batch_fails_alone(splitter):
     out = splitter([good, broken, good])
     assert out[1]["error_stage"] == "sentences" and out[1]["error_class"] == "TypeError"
     assert out[0]["units_json"] == out[2]["units_json"] == splitter([good])[0]["units_json"]
+
+
+# --- text over spaCy's limits: cut at safe points, offsets kept ----------------------------------
+
+def test_safe_pieces_prefer_paragraph_then_line_then_sentence_then_space():
+    from jobs.chunk.sentences import safe_pieces
+
+    def cut(text, limit):
+        return [text[a:b] for a, b in safe_pieces(text, 0, len(text), limit)]
+
+    assert cut("aaaa bbbb. cccc\ndddd\n\neeee ffff", 24) == ["aaaa bbbb. cccc\ndddd\n\n", "eeee ffff"]
+    assert cut("aaaa bbbb. cccc\ndddd eeee", 20) == ["aaaa bbbb. cccc\n", "dddd eeee"]
+    assert cut("aaaa bbbb. cccc dddd eeee", 18) == ["aaaa bbbb. ", "cccc dddd eeee"]
+    assert cut("aaaa bbbb cccc dddd eeee", 12) == ["aaaa bbbb ", "cccc dddd ", "eeee"]
+    # No whitespace: a hard cut, but never inside a base + combining accent, a ZWJ emoji sequence or
+    # a flag (when one fits in half the limit).
+    accented = "e\u0301" * 20
+    assert all(not p.startswith("\u0301") for p in cut(accented, 7)) and "".join(cut(accented, 7)) == accented
+    family = "\U0001F468\u200d\U0001F469\u200d\U0001F467" * 5
+    assert [len(p) for p in cut(family, 12)] == [10, 10, 5]  # whole families of five code points
+    flags = "\U0001F1EB\U0001F1F7" * 6
+    assert all(len(p) % 2 == 0 for p in cut(flags, 5))
+    assert cut("short", 100) == ["short"]
+
+
+def test_prose_over_max_length_is_cut_and_split_with_offsets_of_the_document(splitter, monkeypatch):
+    """spaCy's max_length set low, so a small paragraph takes the path a 30 MB line takes: without the
+    cut, spaCy raises E088 and the document fails at `sentences`."""
+    monkeypatch.setattr(splitter.nlp, "max_length", 200)
+    limit = splitter.piece_limit
+    assert limit == 180
+    sentences = [f"Sentence {i} tells the reader about item number {i} in the list." for i in range(30)]
+    lines = [" ".join(sentences[i:i + 5]) for i in range(0, 30, 5)]
+    blob = "x" * 400 + "e\u0301" * 150  # no whitespace at all: hard cuts between graphemes
+    paragraph = "\n".join(lines) + " " + blob + " And the paragraph ends here."
+    text = "# T\n\n" + paragraph + "\n"
+    (out,) = splitter([_row(text)])
+    assert not out.get("error_stage"), out.get("error_message")
+    units = json.loads(out["units_json"])[-1]
+    spans = [(a, b) for a, b, kind, _ in units if kind == "sent"]
+    assert len(spans) == len(units)
+    # In order, within the limit, and covering the paragraph: between two units only whitespace.
+    start = text.index(paragraph)
+    assert spans[0][0] == start and spans[-1][1] == start + len(paragraph)
+    for (a, b), (c, _) in zip(spans, spans[1:]):
+        assert a < b <= c and not text[b:c].strip()
+    assert all(b - a <= limit for a, b in spans)
+    assert not any(unicodedata.combining(text[a]) for a, _ in spans)
+    # Units are the document's own text: every sentence is still whole and found where it was.
+    pieces = [text[a:b] for a, b in spans]
+    for s in sentences:
+        assert any(s in p for p in pieces), s
+    assert "".join(pieces).replace(" ", "") == paragraph.replace("\n", "").replace(" ", "")
+
+
+def test_a_paragraph_under_the_limit_is_split_exactly_as_before(splitter, monkeypatch):
+    text = "# T\n\n" + " ".join(f"Point {i} is made here." for i in range(20)) + "\n"
+    before = splitter([_row(text)])[0]["units_json"]
+    monkeypatch.setattr(splitter, "max_chars", len(text))  # the limit, not over it: one text, as before
+    assert splitter([_row(text)])[0]["units_json"] == before

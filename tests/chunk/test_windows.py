@@ -183,3 +183,67 @@ def test_running_headers_and_footers_are_dropped_but_repeated_lead_ins_stay():
     assert body.count("For example:") == 3 and "Revenue 3 grew" in body
     stats = json.loads(next(r for r in chunk_text(text) if r.get("doc_stats"))["doc_stats"])
     assert stats["running_lines"] == 6
+
+
+def _one_line(chars: int, end: str = ".") -> str:
+    """One paragraph on one line: generated sentences (ending in `end`) up to `chars` characters."""
+    words = ["server", "config", "module", "render", "template", "cache", "build", "deploy", "image", "theme"]
+    out, size, i = [], 0, 0
+    while size < chars:
+        s = f"Item{i} " + " ".join(words[(i * 7 + k) % len(words)] for k in range(5 + i % 13)) + end
+        out.append(s)
+        size, i = size + len(s) + 1, i + 1
+    return " ".join(out) + "\n"
+
+
+def _assert_covered_in_order(text: str, rows: list[dict]) -> None:
+    """Every chunk within the model's limit, none failed or too_long, in document order, and
+    together covering every non-blank character of the source."""
+    chunks = [r for r in rows if r["row_kind"] == "chunk"]
+    assert chunks and len(chunks) == len(rows), {r["row_kind"] for r in rows}
+    limit = token_counter(MODEL).limit
+    assert all(r["token_count"] <= limit and r["quality"] != "too_long" for r in chunks)
+    assert all(a["char_start"] <= b["char_start"] for a, b in zip(chunks, chunks[1:]))
+    pos = 0
+    for r in chunks:
+        assert not text[pos:r["char_start"]].strip(), f"text lost before {r['char_start']}"
+        assert r["text"].split()[0] in text[r["char_start"]:r["char_end"]]
+        pos = max(pos, r["char_end"])
+    assert not text[pos:].strip()
+
+
+def test_a_three_megabyte_line_of_prose_becomes_many_sentence_windows():
+    """Three times spaCy's default max_length on one line: failed at `sentences` before (E088)."""
+    text = _one_line(3_000_000)
+    assert "\n" not in text[:-1] and len(text) > 3 * 1_000_000
+    rows = chunk_text(text)
+    _assert_covered_in_order(text, rows)
+    assert len(rows) > 1000
+    last = text.rsplit(". Item", 1)[1].split()[0]
+    assert rows[0]["text"].startswith("Item0 ") and f"Item{last} " in rows[-1]["text"]
+    # Windows of sentences (the model's own boundaries; one in thousands falls mid-sentence).
+    assert sum(r["text"].endswith(".") for r in rows) > 0.99 * len(rows)
+
+
+def test_a_long_line_without_sentence_ends_is_cut_between_words():
+    """No punctuation: whatever the sentence model makes of it, over-long units are cut at word gaps."""
+    text = _one_line(250_000, end="")
+    rows = chunk_text(text)
+    _assert_covered_in_order(text, rows)
+    words = set(text.split())
+    assert all(w in words for r in rows for w in r["text"].split())  # no word was cut in two
+
+
+def test_a_sentence_over_the_budget_is_cut_between_words_then_tokens():
+    from jobs.chunk.windows import split_long_unit
+
+    counter = token_counter(MODEL)
+    words = " ".join(f"word{i}" for i in range(2000))
+    blob = "Q" * 6000  # one "word" far over the budget: cut between tokens
+    text = words + " " + blob
+    parts = split_long_unit(Unit(0, len(text), "sent", 0, text), text, counter, 200)
+    assert len(parts) > 5 and all(p.tokens <= 200 for p in parts)
+    assert [p.kind for p in parts] == ["sent"] * len(parts)
+    assert all(a.end <= b.start for a, b in zip(parts, parts[1:]))
+    assert "".join(text[p.start:p.end] for p in parts).replace(" ", "") == text.replace(" ", "")
+    assert all(text[p.start:p.end] == p.text for p in parts)

@@ -339,6 +339,96 @@ def test_billion_laughs_workbook_is_refused(tmp_path, plain):
     assert "billion laughs" in message
 
 
+def _written(tmp_path) -> Path:
+    """A workbook openpyxl writes, with the parts every package has (docProps, _rels, styles, a sheet)."""
+    return _book(tmp_path / "written.xlsx", {"Passes": [["Name", "Team", "Passes"], ["Ada Lovelace", "Reds", 12],
+                                                       ["Alan Turing", "Blues", 9]]})
+
+
+_DOCTYPE = b'<!DOCTYPE x [<!ENTITY a "b">]>'
+
+
+def _with_doctype(xml: bytes) -> bytes:
+    """The part with a DTD right after its XML declaration, where a parser would read it."""
+    head, sep, rest = xml.partition(b"?>")
+    return head + sep + _DOCTYPE + rest if sep else _DOCTYPE + xml
+
+
+@pytest.mark.parametrize("part", ["docProps/core.xml", "docProps/app.xml", "_rels/.rels", "xl/_rels/workbook.xml.rels",
+                                  "[Content_Types].xml", "xl/styles.xml"])
+def test_a_dtd_in_any_xml_part_is_refused_naming_the_part(tmp_path, plain, part):
+    src = _written(tmp_path)
+    with zipfile.ZipFile(src) as z:
+        assert part in z.namelist()
+        original = z.read(part)
+    bad = _rezip(src, tmp_path / "doctype.xlsx", replace={part: _with_doctype(original)})
+    message = _refused(tmp_path, bad, plain, f"zip entry {part} declares a DTD")
+    assert "billion laughs" in message
+    _chunks(src, plain)  # the same workbook without the DTD reads
+
+
+def test_a_dtd_is_found_anywhere_in_a_part_in_utf16_and_under_any_name(tmp_path, plain):
+    import random
+
+    from jobs.parse.excel import _DTD_BLOCK, _SNIFF_BYTES
+
+    src = _written(tmp_path)
+    rng = random.Random(3)
+    # Past the first MiB, split across two of the scan's reads; random text keeps the compression
+    # ratio of a real part, so the zip-bomb guard is not what refuses it.
+    boundary = _SNIFF_BYTES + _DTD_BLOCK
+    prefix = '<?xml version="1.0"?><root><a>'
+    filler = "".join(rng.choice("abcdefghij klmnop") for _ in range(boundary - 4 - len(prefix) - len("</a>")))
+    late = f"{prefix}{filler}</a>".encode()
+    assert len(late) < boundary < len(late) + len(_DOCTYPE)
+    bad = _rezip(src, tmp_path / "late.xlsx", add={"customXml/item1.xml": late + _DOCTYPE + b"</root>"})
+    _refused(tmp_path, bad, plain, "zip entry customXml/item1.xml declares a DTD")
+
+    utf16 = ('\ufeff<?xml version="1.0" encoding="UTF-16"?><!doctype x [<!entity a "b">]><x/>').encode("utf-16-le")
+    bad = _rezip(src, tmp_path / "utf16.xlsx", replace={"docProps/app.xml": utf16})
+    _refused(tmp_path, bad, plain, "zip entry docProps/app.xml declares a DTD")
+
+    # openpyxl follows relationships, not names: XML in a part called .bin is scanned as XML.
+    bad = _rezip(src, tmp_path / "renamed.xlsx", add={"xl/media/sheet.bin": b'  <?xml version="1.0"?>' + _DOCTYPE + b"<x/>"})
+    _refused(tmp_path, bad, plain, "zip entry xl/media/sheet.bin declares a DTD")
+    png = b"\x89PNG\r\n\x1a\n" + b"<!DOCTYPE" * 3  # binary that happens to hold the bytes: not XML, not scanned
+    _chunks(_rezip(src, tmp_path / "image.xlsx", add={"xl/media/image1.png": png}), plain)
+
+
+def test_an_encoding_that_would_hide_a_dtd_from_the_scan_is_refused(tmp_path, plain):
+    src = _written(tmp_path)
+    for encoding in ("cp037", "UTF-7"):
+        part = f'<?xml version="1.0" encoding="{encoding}"?>'.encode() + "<x/>".encode("cp037")
+        bad = _rezip(src, tmp_path / f"{encoding}.xlsx", replace={"docProps/core.xml": part})
+        _refused(tmp_path, bad, plain, f"zip entry docProps/core.xml declares encoding '{encoding}'")
+    latin = b'<?xml version="1.0" encoding="ISO-8859-1"?><x>caf\xe9</x>'  # an ASCII superset reads
+    _chunks(_rezip(src, tmp_path / "latin.xlsx", add={"customXml/item1.xml": latin}), plain)
+
+
+def test_openpyxl_without_defusedxml_is_refused_with_the_reason(tmp_path, plain, monkeypatch):
+    import openpyxl.xml
+
+    monkeypatch.setattr(openpyxl.xml, "DEFUSEDXML", False)
+    with pytest.raises(RuntimeError, match=r"openpyxl is not using defusedxml \(openpyxl.xml.DEFUSEDXML is False"):
+        require_defusedxml()
+    rows = excel_to_chunks([_work(BOOK)], excel=plain, quality=QualityConfig(), embedding_model=MODEL)
+    (err,) = rows
+    assert err["error_stage"] and "openpyxl is not using defusedxml" in err["error_message"]
+
+
+def test_openpyxl_told_by_the_environment_not_to_use_defusedxml_is_refused():
+    """The real switch, in a fresh process: openpyxl reads OPENPYXL_DEFUSEDXML once, when imported."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, OPENPYXL_DEFUSEDXML="False")
+    proc = subprocess.run([sys.executable, "-c", "from jobs.parse.excel import require_defusedxml; require_defusedxml()"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "OPENPYXL_DEFUSEDXML='False' in this process's environment" in proc.stderr
+
+
 # --- CSV ----------------------------------------------------------------------------------------
 
 def test_csv_takes_the_same_row_pipeline(tmp_path, plain):
@@ -449,3 +539,20 @@ def test_preview_says_why_a_template_did_not_match(tmp_path):
     out = preview(READXL / "datasets.xlsx", sheet="mtcars", n=1, excel=ExcelConfig(templates_dir=tmp_path),
                   quality=QualityConfig())
     assert "template: fallback" in out and "cars covers this sheet but the header lacks: model" in out
+
+
+def test_a_worker_renders_with_the_template_texts_it_was_shipped_not_its_own_directory(tmp_path):
+    import shutil
+
+    from jobs.chunk.templates import read_template_texts
+    from jobs.parse.excel import excel_to_chunks
+
+    shipped = read_template_texts(REPO / "configs" / "templates")
+    work = {"doc_id": "d", "collection": "c", "source_path": "stanley-cups.xlsx", "source_type": "excel",
+            "content_sha256": "s", "pipeline_fingerprint": "fp", "run_id": "r",
+            "abs_path": str(shutil.copy(REPO / "tests/data/corpus/workbooks/stanley-cups.xlsx", tmp_path))}
+    # A node where the driver's templates directory does not exist (another machine of the cluster).
+    elsewhere = ExcelConfig(templates_dir=tmp_path / "not-on-this-node")
+    rows = excel_to_chunks([work], excel=elsewhere, quality=QualityConfig(),
+                           embedding_model="sentence-transformers/all-MiniLM-L6-v2", templates=shipped)
+    assert rows and all("template:stanley-cups" in r["tags"] for r in rows if r["row_kind"] == "chunk"), rows[:1]

@@ -128,3 +128,30 @@ def test_line_endings_are_normalised(tmp_path, newline):
     f = tmp_path / "x.md"
     f.write_bytes(("# T" + newline + newline + "text").encode())
     assert read_source_text(f) == "# T\n\ntext"
+
+
+def test_a_heading_line_too_long_to_be_a_heading_is_a_paragraph():
+    """A one-line file that starts with `#`: as a heading, its text would become the breadcrumb and
+    leave the document without a body, so nothing of it would be chunked."""
+    from jobs.parse.markdown import MAX_HEADING_CHARS
+
+    long_line = "# " + "word " * MAX_HEADING_CHARS
+    for text in (long_line + "\n", long_line + "\n===\n", "[" + "x" * MAX_HEADING_CHARS + "]{.underline}\n"):
+        p = parse_markdown(text, "fallback")
+        assert all(s.heading_path == [] for s in p.sections) and p.title == "fallback"
+        assert _blocks(text, p)[0][1] == "p" and _blocks(text, p)[0][2].startswith(text[:40])
+    ok = "# " + "w" * (MAX_HEADING_CHARS - 2)
+    assert parse_markdown(ok + "\n\nbody\n", "f").sections[0].heading_path == ["w" * (MAX_HEADING_CHARS - 2)]
+
+
+def test_a_thirty_megabyte_line_parses_in_linear_time():
+    import time
+
+    body = "lorem ipsum dolor sit amet, consectetur adipiscing elit " * 540_000
+    for prefix, kind in (("", "p"), ("# ", "p"), ("| ", "table"), ("- ", "list"), ("> ", "quote"), ("[", "p")):
+        text = prefix + body + "\n"
+        started = time.monotonic()
+        p = parse_markdown(text, "f")
+        assert time.monotonic() - started < 10, prefix  # a quadratic pattern would take hours
+        ((_, got, block),) = _blocks(text, p)
+        assert got == kind and len(block) == len(text) - 1

@@ -79,3 +79,137 @@ def test_hnsw_index_is_built_after_load_once(store):
     idx = store.conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s",
                              (f"{coll.chunk_table}_hnsw",)).fetchone()[0]
     assert "hnsw" in idx and "vector_cosine_ops" in idx
+
+
+# ---- names ----------------------------------------------------------------------------------------
+
+LONGEST = "l" * 40  # the longest name the collection validator allows
+
+
+def test_the_longest_collection_name_gets_its_table_and_both_indexes(store):
+    from jobs.config import JobConfig
+    from jobs.store.pgvector import index_name
+
+    JobConfig(collection=LONGEST)  # the validator takes it
+    coll = store.ensure_collection(LONGEST, "sentence-transformers/all-MiniLM-L6-v2", 4)
+    names = [coll.chunk_table, index_name(coll.chunk_table, "doc"), index_name(coll.chunk_table, "hnsw")]
+    assert all(len(n.encode()) <= 63 for n in names) and len(set(names)) == 3
+    store.commit_document(coll, _doc("a"), [_chunk("a", 0, "x", _unit(0), LONGEST)], "r1")
+    assert store.ensure_hnsw_index(coll) is True
+    indexes = dict(store.conn.execute(
+        "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'corpusmill' AND tablename = %s",
+        (coll.chunk_table,)).fetchall())
+    assert names[1] in indexes and "(doc_id)" in indexes[names[1]]
+    assert names[2] in indexes and "USING hnsw" in indexes[names[2]]
+    assert store.has_index(coll.chunk_table, names[2], "hnsw") and store.ensure_hnsw_index(coll) is False
+    store.conn.execute("SET enable_seqscan = off")  # one row: only an index that exists can be chosen
+    try:
+        plan = "\n".join(r[0] for r in store.conn.execute(
+            f"EXPLAIN DELETE FROM corpusmill.{coll.chunk_table} WHERE doc_id = 'a'").fetchall())
+    finally:
+        store.conn.execute("RESET enable_seqscan")
+    assert names[1] in plan  # commits find a document's rows through its index, not a scan
+
+
+def test_long_names_stay_distinct_and_short_names_keep_their_old_form():
+    from jobs.store.pgvector import bounded_name, index_name
+
+    a, b = chunk_table_name("x" * 40, "model-a" * 5, 384), chunk_table_name("x" * 40, "model-b" * 5, 384)
+    assert a != b and len(a) <= 63 and len(b) <= 63
+    assert index_name("chunks_notes_all_minilm_l6_v2_384", "hnsw") == "chunks_notes_all_minilm_l6_v2_384_hnsw"
+    assert index_name("chunks_notes_all_minilm_l6_v2_384", "doc") == "chunks_notes_all_minilm_l6_v2_384_doc_idx"
+    assert bounded_name("é" * 40, "_hnsw").encode().__len__() <= 63  # bytes, not characters
+
+
+def test_a_table_whose_doc_index_was_lost_to_truncation_gets_it_back(store):
+    from jobs.store.pgvector import index_name
+
+    coll = store.ensure_collection("store_repair", "m", 4)
+    store.conn.execute(f"DROP INDEX corpusmill.{index_name(coll.chunk_table, 'doc')}")  # as a pre-fix table was
+    store.ensure_collection("store_repair", "m", 4)
+    assert store.has_index(coll.chunk_table, index_name(coll.chunk_table, "doc"))
+
+
+# ---- what the server rejects, and what it must never see ------------------------------------------
+
+def test_nul_never_reaches_the_server_and_errors_quoting_it_are_recorded(store):
+    coll = store.ensure_collection("store_nul", "m", 4)
+    chunk = _chunk("n", 0, "code\x00block", _unit(0), "store_nul") | {"heading_path": ["T\x00", "H"]}
+    assert store.commit_document(coll, _doc("n"), [chunk], "r1") == 1
+    row = store.conn.execute(f"SELECT text, heading_path FROM corpusmill.{coll.chunk_table}").fetchone()
+    assert row == ("codeblock", ["T", "H"])
+    store.record_failure("store_nul", _doc("n"), "r1", "load", "DataError", "bad byte \x00 here")
+    assert store.status("store_nul")["failed"][0]["error"] == "[load] DataError: bad byte  here"
+
+
+# ---- faults of the server -------------------------------------------------------------------------
+
+def _kill_backend(store, pg_url):
+    import psycopg
+
+    pid = store.conn.info.backend_pid
+    with psycopg.connect(pg_url, autocommit=True) as other:
+        assert other.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0]
+
+
+def test_a_connection_the_server_dropped_is_reopened_and_the_commit_replayed(store, pg_url):
+    coll = store.ensure_collection("store_reconnect", "m", 4)
+    store.lock_collection("store_reconnect", "corpusmill test r1")
+    _kill_backend(store, pg_url)
+    assert store.commit_document(coll, _doc("r"), [_chunk("r", 0, "after", _unit(0), "store_reconnect")], "r1") == 1
+    assert store.status("store_reconnect")["documents"]["done"] == 1
+    # The write lock died with the old session and was taken again by the new one.
+    held = store.conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+                              ).fetchone()[0]
+    assert held == 1
+
+
+def test_a_server_that_stays_away_stops_the_store_with_a_clear_error(store, pg_url, tmp_path):
+    from jobs.store.pgvector import DatabaseUnavailable
+
+    coll = store.ensure_collection("store_gone", "m", 4)
+    store.reconnect_seconds = 1.0
+    store.url = f"postgresql:///postgres?host={tmp_path}"  # a socket directory no server listens in
+    _kill_backend(store, pg_url)
+    with pytest.raises(DatabaseUnavailable, match="did not come back within 1 s"):
+        store.commit_document(coll, _doc("g"), [_chunk("g", 0, "x", _unit(0), "store_gone")], "r1")
+
+
+# ---- one writer per collection --------------------------------------------------------------------
+
+def test_a_second_writer_of_a_collection_is_refused_naming_the_first(store, pg_url):
+    from jobs.store.pgvector import CollectionBusy, PgStore
+
+    store.lock_collection("store_lock", "corpusmill ingest run-one")
+    with PgStore(pg_url) as second:
+        with pytest.raises(CollectionBusy, match="corpusmill ingest run-one"):
+            second.lock_collection("store_lock", "corpusmill ingest run-two")
+        second.lock_collection("store_other", "corpusmill ingest run-two")  # other collections are free
+        store.unlock_collection("store_lock")
+        second.lock_collection("store_lock", "corpusmill ingest run-two", wait_seconds=1)
+
+
+def test_a_waiting_writer_gets_the_lock_when_the_first_ends(store, pg_url):
+    import threading
+
+    from jobs.store.pgvector import PgStore
+
+    store.lock_collection("store_wait", "corpusmill ingest first")
+    threading.Timer(0.5, store.close).start()  # the first run ends: its session and lock go
+    with PgStore(pg_url) as second:
+        second.lock_collection("store_wait", "corpusmill ingest second", wait_seconds=30)
+        assert "store_wait" in second._locks
+
+
+def test_two_first_runs_create_a_collection_once(pg_url):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from jobs.store.pgvector import PgStore
+
+    def create(_):
+        with PgStore(pg_url) as s:
+            return s.ensure_collection("store_race", "m", 4).chunk_table
+
+    with ThreadPoolExecutor(4) as pool:
+        tables = list(pool.map(create, range(4)))
+    assert len(set(tables)) == 1
