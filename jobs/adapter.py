@@ -15,6 +15,7 @@ from typing import Any, Callable
 import pyarrow as pa
 
 from jobs.config import ResourcesConfig
+from jobs.rows import error_row
 
 
 @dataclass(frozen=True)
@@ -31,8 +32,25 @@ class Stage:
         return isinstance(self.fn, type)
 
 
-def _to_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
-    return pa.Table.from_pylist(rows, schema=schema)
+def _to_table(rows: list[dict], schema: pa.Schema, stage: str = "") -> pa.Table:
+    """The batch as Arrow. A value Arrow cannot take (text that is not UTF-8, a number out of range)
+    fails only its own document: it becomes that document's error row, and the rest of the batch goes
+    on (a failing conversion would otherwise fail the block, and with it every document in it)."""
+    try:
+        return pa.Table.from_pylist(rows, schema=schema)
+    except (pa.ArrowException, UnicodeError, TypeError, ValueError, OverflowError):
+        if not rows or any("doc_id" not in r for r in rows):
+            raise
+    by_doc: dict[str, list[dict]] = {}
+    for row in rows:  # every row of a document comes from the same stage call, so from this batch
+        by_doc.setdefault(row["doc_id"], []).append(row)
+    tables = []
+    for doc_rows in by_doc.values():
+        try:
+            tables.append(pa.Table.from_pylist(doc_rows, schema=schema))
+        except (pa.ArrowException, UnicodeError, TypeError, ValueError, OverflowError) as exc:
+            tables.append(pa.Table.from_pylist([error_row(doc_rows[0], stage or "convert", exc)], schema=schema))
+    return pa.concat_tables(tables)
 
 
 class Chain:
@@ -62,12 +80,12 @@ def fuse(stages: list[Stage], resources: ResourcesConfig) -> Stage:
 class _ActorHost:
     """Builds the stage inside the actor (model load happens here, once) and converts batches."""
 
-    def __init__(self, factory: Callable[[], Any], schema: pa.Schema):
+    def __init__(self, factory: Callable[[], Any], schema: pa.Schema, name: str = ""):
         self._stage = factory()
-        self._schema = schema
+        self._schema, self._name = schema, name
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        return _to_table(self._stage(batch.to_pylist()), self._schema)
+        return _to_table(self._stage(batch.to_pylist()), self._schema, self._name)
 
 
 def _actor_pool(stage: Stage):
@@ -114,15 +132,16 @@ def apply(ds, stage: Stage, retries: int | None = None):
             fn_constructor_kwargs={
                 "factory": functools.partial(stage.fn, **stage.kwargs),
                 "schema": stage.output_schema,
+                "name": stage.name,
             },
             compute=_actor_pool(stage),
             **common,
         )
 
-    fn, schema, kwargs = stage.fn, stage.output_schema, stage.kwargs
+    fn, schema, kwargs, name = stage.fn, stage.output_schema, stage.kwargs, stage.name
 
     def task(batch: pa.Table) -> pa.Table:
-        return _to_table(fn(batch.to_pylist(), **kwargs), schema)
+        return _to_table(fn(batch.to_pylist(), **kwargs), schema, name)
 
     task.__name__ = task.__qualname__ = stage.name
     compute = ray.data.TaskPoolStrategy(size=res.pool_size) if res.pool_size else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import os
@@ -463,6 +464,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+# A directory the user named that cannot be written, a full or read-only disk: exit 2, not a bug.
+_ENVIRONMENT_ERRNOS = {errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EROFS, errno.EDQUOT}
+
+
 def _one_line(text: str) -> str:
     return "; ".join(line.strip() for line in str(text).splitlines() if line.strip())
 
@@ -476,6 +481,8 @@ def _user_error_message(args, exc: Exception) -> str | None:
 
     if isinstance(exc, UserError):
         return _one_line(str(exc)) or type(exc).__name__
+    if isinstance(exc, OSError) and exc.errno in _ENVIRONMENT_ERRNOS:  # a path the user gave: not ours to fix
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else _one_line(str(exc))
     if isinstance(exc, ValidationError):
         problems = []
         for e in exc.errors(include_url=False, include_input=False, include_context=False):

@@ -26,3 +26,11 @@ class UnreachableError(UserError, ConnectionError):
 
 class NotPermittedError(UserError, PermissionError):
     """The service is reachable but refuses what the job needs; an administrator has to act."""
+
+
+class NotAvailableError(UserError, RuntimeError):
+    """Something the configuration asks for is not on this machine: a GPU, a CUDA build."""
+
+
+class MissingPackageError(UserError, ImportError):
+    """An optional package the input needs is not installed (gcsfs for gs://, adlfs for abfs://)."""

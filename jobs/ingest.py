@@ -21,6 +21,8 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
+import psycopg
+
 from jobs import adapter
 from jobs.chunk.ids import doc_id
 from jobs.chunk.sentences import SentenceSplitter
@@ -438,15 +440,18 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
                 sink.flush()
             except BaseException as exc:
                 # Committed documents stay committed; the rest stay pending and the next run resumes them.
-                try:
-                    sink.flush()
-                    store.finish_run(run_id, "aborted", {"plan": plan.counts()}, {})
-                except Exception:  # the database itself is what failed: nothing more can be recorded
-                    log.debug("could not record the aborted run", exc_info=True)
-                if isinstance(exc, (DatabaseUnavailable, CollectionBusy)):
+                database_fault = isinstance(exc, (DatabaseUnavailable, CollectionBusy, psycopg.Error))
+                if not isinstance(exc, DatabaseUnavailable):  # a server that is gone would be waited for again
+                    try:
+                        sink.flush()
+                        store.finish_run(run_id, "aborted", {"plan": plan.counts()}, {})
+                    except Exception:  # the database itself is what failed: nothing more can be recorded
+                        log.debug("could not record the aborted run", exc_info=True)
+                if database_fault:
                     done = sink.stats.docs_done + sink.stats.docs_failed
+                    what = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                     raise RunStopped(
-                        f"run {run_id} stopped after {done} of {len(items)} documents: {exc}. Every committed "
+                        f"run {run_id} stopped after {done} of {len(items)} documents: {what}. Every committed "
                         f"document is kept; run the same command again to resume (the rest are still pending)"
                     ) from exc
                 raise

@@ -96,9 +96,10 @@ def run_reembed(cfg: JobConfig, collection: str, model: str, *, drop_old: bool =
     started = time.monotonic()
     with PgStore(database_url(cfg), cfg.database.schema_name, reconnect_seconds=cfg.database.reconnect_seconds) as store:
         store.migrate()
-        active = open_active(store, collection)
-        # An ingest committing into the old space while it is copied would be lost at the switch.
+        # An ingest committing into the old space while it is copied would be lost at the switch; the
+        # active space is read under the lock, since a reembed that waited for another finds it moved.
         store.lock_collection(collection, f"corpusmill reembed {collection} {model}", cfg.database.lock_wait_seconds)
+        active = open_active(store, collection)
         space = store.begin_space(active, model, embedding_dimension(model))
         already = store.document_count(space)
         log.info("re-embedding %s with %s (%d documents already done)", collection, model, already)

@@ -13,6 +13,7 @@ of them have arrived, since re-batching can split one document's rows across bat
 
 from __future__ import annotations
 
+import re
 import traceback
 
 import pyarrow as pa
@@ -92,18 +93,28 @@ CHUNK_SCHEMA = pa.schema(
 )
 
 
-def strip_nul(value, counts) -> object:
-    """`value` (a string, or a list of them) without NUL characters, each removed one counted in
-    `counts["nul_removed"]` (a document's normalization counts). PostgreSQL's text cannot hold NUL, and
-    normalization cleans prose only: code blocks, table rows and workbook cells (`_x0000_`) keep theirs
-    until here, the row boundary, before a chunk is hashed, counted and embedded."""
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(value, counts=None) -> object:
+    """`value` (a string, or a list of them) as PostgreSQL and Arrow can store it: NUL removed (text
+    cannot hold it) and lone surrogates replaced by U+FFFD (they are not UTF-8: a workbook's `_xD800_`
+    escape or a `"\\ud800"` in YAML front matter decodes to one). Each change is counted in `counts`
+    (`nul_removed`, `surrogates_replaced`: a document's normalization counts) when given.
+
+    Normalization cleans prose only: code blocks, table rows and workbook cells keep such characters
+    until here, the row boundary, before a chunk is hashed, counted and embedded; the store applies
+    the same to every value it writes, for paths that never passed a chunk builder."""
     if isinstance(value, str):
-        if "\x00" not in value:
+        if not _UNSTORABLE.search(value):
             return value
-        counts["nul_removed"] += value.count("\x00")
-        return value.replace("\x00", "")
+        if counts is not None:
+            nul = value.count("\x00")
+            counts["nul_removed"] += nul
+            counts["surrogates_replaced"] += len(_UNSTORABLE.findall(value)) - nul
+        return _UNSTORABLE.sub(lambda m: "" if m.group() == "\x00" else "\ufffd", value)
     if isinstance(value, list):
-        return [strip_nul(v, counts) for v in value]
+        return [storable(v, counts) for v in value]
     return value
 
 

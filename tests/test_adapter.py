@@ -98,3 +98,20 @@ def test_a_block_whose_worker_dies_each_time_is_dropped_after_its_retries_and_th
     # The sink then records the missing document (`LostDocument`) for the next run: tests/store/test_sink.py.
     result = next(line for line in out.stdout.splitlines() if line.startswith("RESULT "))
     assert json.loads(result.removeprefix("RESULT ")) == ["a", "b", "c"]
+
+
+def test_a_value_arrow_cannot_take_fails_its_own_document_only():
+    from jobs.adapter import _to_table
+    from jobs.rows import CHUNK_SCHEMA
+
+    def row(doc, text):
+        return {"doc_id": doc, "collection": "c", "source_path": f"{doc}.md", "source_type": "markdown",
+                "pipeline_fingerprint": "fp", "run_id": "r", "content_sha256": "s", "text": text,
+                "row_kind": "chunk", "doc_rows": 1, "seq": 0}
+
+    # A lone surrogate (a workbook's `_xD800_`, a "\ud800" in YAML) is not UTF-8: Arrow refuses the batch.
+    table = _to_table([row("a", "fine"), row("b", "bad \ud800"), row("c", "fine too")], CHUNK_SCHEMA, "excel")
+    got = {r["doc_id"]: r for r in table.to_pylist()}
+    assert got["a"]["text"] == "fine" and got["c"]["text"] == "fine too"
+    assert got["b"]["row_kind"] == "error" and got["b"]["error_stage"] == "excel"
+    assert got["b"]["error_class"] == "UnicodeEncodeError" and got["b"]["text"] is None

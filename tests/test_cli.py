@@ -113,3 +113,17 @@ def test_interrupt_exits_130(home, monkeypatch, capsys):
 def test_user_errors_keep_their_builtin_base(cls, base):
     assert issubclass(cls, UserError) and issubclass(cls, base)
     assert str(cls("a message")) == "a message"
+
+
+def test_an_output_directory_that_cannot_be_written_is_a_one_line_error(monkeypatch, capsys):
+    import errno
+
+    import jobs.cli as cli
+
+    def full_disk(args):
+        raise OSError(errno.ENOSPC, "No space left on device", "/mnt/runs/part-00001.parquet")
+
+    monkeypatch.setattr(cli, "cmd_status", full_disk)
+    assert cli.main(["status"]) == 2
+    assert capsys.readouterr().err.strip() == ("corpusmill status: error: No space left on device: "
+                                               "/mnt/runs/part-00001.parquet")

@@ -61,6 +61,24 @@ def wait_for_done(pg_url: str, collection: str, n: int, proc: subprocess.Popen, 
     return done
 
 
+def each_chunk_once(pg_url: str, collection: str) -> list[tuple]:
+    """The collection's chunk rows, after checking each chunk_id is stored once and the checkpoint rows
+    count exactly the chunks stored (no document marked done without its chunks, none twice)."""
+    rows = chunk_rows(pg_url, collection)
+    assert len({r[0] for r in rows}) == len(rows)
+    with psycopg.connect(pg_url) as conn:
+        counted = conn.execute("SELECT sum(chunk_count) FROM corpusmill.documents WHERE collection = %s",
+                               (collection,)).fetchone()[0]
+    assert counted == len(rows)
+    return rows
+
+
+# Commit often, so a kill or a restart lands mid-run: every document as soon as it is whole, in small embed
+# batches. Copies of the same files are duplicates by construction: the duplicate gate is off.
+PROGRESSIVE = dict(sink__flush_rows=1, sink__flush_seconds=0.05, embedding__resources__batch_size=8,
+                   gates__max_duplicate_neighbour_rate=None)
+
+
 def summary_line(stdout: str) -> str:
     return next(line for line in stdout.splitlines() if line.startswith("files:"))
 
@@ -225,10 +243,7 @@ def test_broken_files_are_recorded_and_retried_while_others_land(tmp_path, corpu
 def test_kill_9_and_resume_equals_a_clean_run(tmp_path, corpus, env, pg_url):
     big = big_corpus(corpus, tmp_path / "big", copies=10)  # 60 documents
     n_docs = len(list(big.rglob("*.md")))
-    # Ten copies of the same files are duplicates by construction: the duplicate gate is off here.
-    # Commit often, so the kill lands mid-run: every document as soon as it is whole, in small embed batches.
-    overrides = dict(sink__flush_rows=1, sink__flush_seconds=0.05, embedding__resources__batch_size=8,
-                     gates__max_duplicate_neighbour_rate=None)
+    overrides = PROGRESSIVE
     cfg = write_config(tmp_path / "k.yaml", "e2e_kill", [big], **overrides)
 
     proc = subprocess.Popen(CLI + ["ingest", "--config", str(cfg)], env=env, stdout=subprocess.DEVNULL,
@@ -258,16 +273,11 @@ def test_kill_9_and_resume_equals_a_clean_run(tmp_path, corpus, env, pg_url):
 
     clean_cfg = write_config(tmp_path / "clean.yaml", "e2e_clean", [big], **overrides)
     assert cli("ingest", "--config", str(clean_cfg), env=env).returncode == 0
-    resumed, clean = chunk_rows(pg_url, "e2e_kill"), chunk_rows(pg_url, "e2e_clean")
-    reloaded = chunk_rows(pg_url, "e2e_reload")
-    assert [r[1:4] for r in reloaded] == [r[1:4] for r in resumed]  # each chunk once
+    resumed, clean = each_chunk_once(pg_url, "e2e_kill"), chunk_rows(pg_url, "e2e_clean")
+    reloaded = each_chunk_once(pg_url, "e2e_reload")
+    assert [r[1:4] for r in reloaded] == [r[1:4] for r in resumed]
     assert len(resumed) == len(clean)
-    assert len({r[0] for r in resumed}) == len(resumed)
     assert [r[1:4] for r in resumed] == [r[1:4] for r in clean]
-    with psycopg.connect(pg_url) as conn:
-        counted = conn.execute("SELECT sum(chunk_count) FROM corpusmill.documents WHERE collection = 'e2e_kill'"
-                               ).fetchone()[0]
-    assert counted == len(resumed)
 
 
 def restart_embedded_server() -> None:
@@ -285,9 +295,7 @@ def restart_embedded_server() -> None:
 def test_a_second_ingest_is_refused_and_a_server_restart_costs_nothing(tmp_path, corpus, env, pg_url):
     big = big_corpus(corpus, tmp_path / "big", copies=10)  # 60 documents
     n_docs = len(list(big.rglob("*.md")))
-    overrides = dict(sink__flush_rows=1, sink__flush_seconds=0.05, embedding__resources__batch_size=8,
-                     gates__max_duplicate_neighbour_rate=None)
-    cfg = write_config(tmp_path / "r.yaml", "e2e_restart", [big], **overrides)
+    cfg = write_config(tmp_path / "r.yaml", "e2e_restart", [big], **PROGRESSIVE)
     log = open(tmp_path / "first.log", "w+")
     proc = subprocess.Popen(CLI + ["ingest", "--config", str(cfg)], env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -301,9 +309,8 @@ def test_a_second_ingest_is_refused_and_a_server_restart_costs_nothing(tmp_path,
         assert second.returncode == 2, second.stdout + second.stderr
         assert f"is being written by corpusmill ingest {first}" in second.stderr.strip().splitlines()[-1]
         assert "Traceback" not in second.stderr
-
         done_before = wait_for_done(pg_url, "e2e_restart", 6, proc)
-        restart_embedded_server()
+        restart_embedded_server()  # every connection is cut while the run commits
         assert proc.wait(timeout=600) == 0, open(tmp_path / "first.log").read()
     finally:
         if proc.poll() is None:
@@ -313,12 +320,7 @@ def test_a_second_ingest_is_refused_and_a_server_restart_costs_nothing(tmp_path,
     assert "lost the connection to PostgreSQL" in output and "reconnected to PostgreSQL" in output
     assert done_before < n_docs  # the restart landed mid-run
     assert status("e2e_restart", env)["documents"] == {"done": n_docs, "failed": 0, "pending": 0}
-    rows = chunk_rows(pg_url, "e2e_restart")
-    assert len({r[0] for r in rows}) == len(rows)
-    with psycopg.connect(pg_url) as conn:
-        counted = conn.execute("SELECT sum(chunk_count) FROM corpusmill.documents WHERE collection = 'e2e_restart'"
-                               ).fetchone()[0]
-    assert counted == len(rows)
+    each_chunk_once(pg_url, "e2e_restart")
 
 
 def test_frozen_manifest_pins_the_snapshot(tmp_path, corpus, env):

@@ -21,7 +21,7 @@ import pytest
 
 from jobs.rows import CONTRACT_NAMES
 from tests.conftest import CORPUS, big_corpus, object_gets, write_config
-from tests.test_ingest import CLI, chunk_rows, cli, status, summary_line, wait_for_done
+from tests.test_ingest import CLI, chunk_rows, cli, each_chunk_once, status, summary_line, wait_for_done
 
 pytestmark = pytest.mark.slow
 KEY_ID, SECRET = "AKIACORPUSMILLZEBRA1", "zebraSecret/9f3c1e7d5b2a40W+q8yRk"
@@ -184,12 +184,7 @@ def test_kill_9_and_resume_with_inputs_and_outputs_in_a_bucket(tmp_path, env, pg
     out = cli("ingest", "--config", str(cfg), "--output", runs, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert status("s3_kill", env)["documents"] == {"done": n_docs, "failed": 0, "pending": 0}
-    resumed = chunk_rows(pg_url, "s3_kill")
-    assert len({r[0] for r in resumed}) == len(resumed)
-    with psycopg.connect(pg_url) as conn:
-        counted = conn.execute("SELECT sum(chunk_count) FROM corpusmill.documents WHERE collection = 's3_kill'"
-                               ).fetchone()[0]
-    assert counted == len(resumed)
+    resumed = each_chunk_once(pg_url, "s3_kill")
     # Equal to a clean run: the copies of a file hold the same bytes, so whichever run (killed or resumed)
     # processed each copy, every copy must end with exactly the same chunks (seq, text hash) as the others.
     per_copy: dict[str, dict[str, list]] = {}

@@ -17,7 +17,7 @@ import logging
 import re
 import unicodedata
 
-from jobs.errors import NotFoundError
+from jobs.errors import NotAvailableError, NotFoundError
 from jobs.rows import error_fields
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ def load_sentence_pipeline(name: str, *, require_gpu: bool = False, download_mis
         try:
             spacy.require_gpu()
         except Exception as exc:
-            raise RuntimeError(
+            raise NotAvailableError(
                 f"sentences.require_gpu is set but no GPU is usable by spaCy ({exc}); "
                 "install spacy[cuda12x] on a GPU node, or set sentences.require_gpu: false"
             ) from exc

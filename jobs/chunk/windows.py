@@ -29,7 +29,7 @@ from jobs.chunk.tokens import TokenCounter, token_counter
 from jobs.config import ChunkingConfig, QualityConfig
 from jobs.parse.boilerplate import is_navigation, see_also_line
 from jobs.parse.normalize import normalize
-from jobs.rows import doc_marker, error_row, strip_nul
+from jobs.rows import doc_marker, error_row, storable
 
 _TAG = {"sent": "p", "list": "list", "code": "code", "table": "table", "quote": "quote", "html": "html"}
 _PROSE = {"sent", "list", "quote"}
@@ -464,7 +464,7 @@ def chunk_document(doc: dict, chunking: ChunkingConfig, quality: QualityConfig, 
     for d in drafts:  # counted once, in the body and headings; the breadcrumb and embed_text repeat them
         for key in ("text", "heading_path", "embed_text", "breadcrumb", "tags"):
             if key in d:
-                d[key] = strip_nul(d[key], stats if key in ("text", "heading_path") else Counter())
+                d[key] = storable(d[key], stats if key in ("text", "heading_path") else Counter())
     doc_stats = json.dumps(dict(stats))
     if not drafts:
         return [doc_marker(doc, "empty", doc_stats=doc_stats)]

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from jobs.chunk.tokens import token_counter
 from jobs.embed.models import resolve_model
+from jobs.errors import NotAvailableError
 from jobs.rows import error_fields
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,7 @@ def pick_device(device: str, num_gpus: float) -> str:
 
     has_cuda = torch.cuda.is_available()
     if device == "cuda" and not has_cuda:
-        raise RuntimeError(
+        raise NotAvailableError(
             "embedding.device is 'cuda' but torch sees no GPU here; use a GPU node, install a CUDA build of "
             "torch, or set embedding.device: auto"
         )

@@ -49,7 +49,7 @@ from jobs.chunk.templates import (
 from jobs.chunk.tokens import token_counter
 from jobs.config import ExcelConfig, QualityConfig
 from jobs.errors import ConfigError
-from jobs.rows import doc_marker, error_row, strip_nul
+from jobs.rows import doc_marker, error_row, storable
 
 __all__ = ["SEPARATOR", "detect_header", "excel_to_chunks", "format_value", "preview", "read_workbook",
            "require_defusedxml", "split_tables", "write_discard_report"]
@@ -1017,7 +1017,7 @@ def _workbook_chunks(work: dict, excel: ExcelConfig, quality: QualityConfig, emb
     with work_local_file(work, storage, max_bytes=excel.max_file_bytes) as path:
         drafts = list(iter_drafts(path, work["source_path"], excel, counts, templates=templates))
     for d in drafts:  # a cell's `_x0000_` escape reads back as NUL
-        d.sheet, d.text, d.heading_path = (strip_nul(v, counts) for v in (d.sheet, d.text, d.heading_path))
+        d.sheet, d.text, d.heading_path = (storable(v, counts) for v in (d.sheet, d.text, d.heading_path))
     doc_stats = json.dumps(dict(sorted(counts.items())))
     if not drafts:
         return [doc_marker(work, "empty", doc_stats=doc_stats)]

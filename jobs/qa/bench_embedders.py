@@ -39,6 +39,9 @@ def bench_embedders(cfg: JobConfig, collection: str, golden: Path, models: list[
     entries: list[Entry] = []
     with PgStore(database_url(cfg), cfg.database.schema_name) as store:
         store.migrate()
+        # Its scratch spaces share names with a reembed's, and --write-winner switches the active space:
+        # no ingest or reembed may write the collection meanwhile.
+        store.lock_collection(collection, f"corpusmill bench-embedders {collection}", cfg.database.lock_wait_seconds)
         active = open_active(store, collection)
         for model in dict.fromkeys(models):  # each once, in the order given
             started = time.monotonic()

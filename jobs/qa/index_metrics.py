@@ -62,7 +62,7 @@ def _summary_stats(store, table: sql.Composed, token_limit: int | None) -> dict:
 
 
 def _hnsw_index_exists(store, coll) -> bool:
-    return store.has_index(coll.chunk_table, index_name(coll.chunk_table, "hnsw"), "hnsw")
+    return store.table_index(coll.chunk_table, "hnsw", "embedding") is not None
 
 
 def _duplicate_neighbours(store, table: sql.Composed, threshold: float, exact: bool) -> tuple[int, int]:

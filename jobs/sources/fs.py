@@ -42,7 +42,7 @@ from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 
-from jobs.errors import ConfigError, NotFoundError
+from jobs.errors import ConfigError, MissingPackageError, NotFoundError
 
 # URI scheme -> the fsspec protocol that serves it.
 SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "abfs": "abfs", "abfss": "abfs", "az": "abfs"}
@@ -228,7 +228,7 @@ def filesystem(protocol: str, storage: StorageOptions | None = None) -> Any:
                 _FS_CACHE[key] = fsspec.filesystem(protocol, **storage.fsspec_kwargs(protocol))
             except ImportError as exc:
                 pkg = _PACKAGES.get(protocol, protocol)
-                raise ImportError(f"{protocol}:// needs the {pkg} package: pip install {pkg}") from exc
+                raise MissingPackageError(f"{protocol}:// needs the {pkg} package: pip install {pkg}") from exc
         return _FS_CACHE[key]
 
 
@@ -287,6 +287,10 @@ SKIP_REASONS = {
     "link_loop": "a directory that leads back to one of its own ancestors, or a link that resolves to itself",
     "broken_link": "a symbolic link whose target does not exist or cannot be reached",
     "not_a_file": "a FIFO, socket or device: reading it could block the listing or never end",
+    "link_duplicate": "a link to a directory already walked through another link: walked once, so that links "
+                      "fanning out over the same directories cannot multiply the listing",
+    "unreadable": "a directory the listing could not open (permissions, I/O): the documents stored from under it "
+                  "are kept, not deleted",
 }
 
 
@@ -326,7 +330,9 @@ def _iter_local(root: Path, follow_external_links: bool = False,
     root is passed over (`link_outside_root`) unless `follow_external_links`. A directory whose
     (st_dev, st_ino) is already on the path from the root down to it is a loop and is not entered
     (`link_loop`), so the walk ends even where links point back up; a directory linked from several
-    places is walked once per link, which is what lists its files under each link's path. Links that
+    places is walked under its own path and through the first link to it (in walk order); further links
+to it are `link_duplicate`, so links fanning out over the same directories cannot multiply the
+listing. A directory that cannot be opened is `unreadable`. Links that
     resolve nowhere are `broken_link`. Listed.uri is the resolved path: what is hashed and read is the
     file the check approved, not whatever the link is changed to point at later (and a changed
     target fails the sha256 check in work_bytes)."""
@@ -337,13 +343,17 @@ def _iter_local(root: Path, follow_external_links: bool = False,
     top = os.stat(root)
     # (directory as walked, its relative path, the (st_dev, st_ino) of it and of every directory above it)
     stack: list[tuple[str, str, tuple[tuple[int, int], ...]]] = [(str(root), "", ((top.st_dev, top.st_ino),))]
+    linked: set[tuple[int, int]] = set()  # directories entered through a link (each once: no fan-out blow-up)
     while stack:
         dirpath, rel_dir, chain = stack.pop()
         try:
             with os.scandir(dirpath) as it:
                 entries = sorted(it, key=lambda e: e.name)
-        except OSError:
-            continue  # unreadable, or gone since its parent was listed: passed over, as os.walk does
+        except FileNotFoundError:
+            continue  # gone since its parent was listed
+        except OSError as exc:  # reported, and its stored documents kept: a transient EACCES must not delete them
+            skip(Skipped(rel_dir or ".", "unreadable", f"{dirpath} ({exc.strerror or exc})", is_dir=True))
+            continue
         subdirs = []
         for entry in entries:
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
@@ -367,6 +377,11 @@ def _iter_local(root: Path, follow_external_links: bool = False,
                 if ident in chain:
                     skip(Skipped(rel, "link_loop", target, is_dir=True))
                     continue
+                if is_link:
+                    if ident in linked:
+                        skip(Skipped(rel, "link_duplicate", target, is_dir=True))
+                        continue
+                    linked.add(ident)
                 subdirs.append((entry.path, rel, chain + (ident,)))
             elif stat.S_ISREG(st.st_mode):
                 yield Listed(rel, target, st.st_size, f"mtime:{st.st_mtime_ns}")

@@ -79,5 +79,8 @@ def make_plan(
             plan.skip.append(f)
     if not keep_removed:
         present = {f.source_path for f in files}
-        plan.delete = sorted(p for p in stored if p not in present)
+        # Under a directory the listing could not open, absence proves nothing: keep what is stored.
+        held = tuple(s["path"].rstrip("/") + "/" for s in plan.skipped_links if s["reason"] == "unreadable")
+        held_all = any(h == "./" for h in held)
+        plan.delete = sorted(p for p in stored if p not in present and not held_all and not p.startswith(held))
     return plan

@@ -25,6 +25,7 @@ import psycopg
 from psycopg import sql
 
 from jobs.errors import NotPermittedError, UnreachableError, UserError
+from jobs.rows import storable
 from jobs.sources.plan import StoredDoc
 
 log = logging.getLogger(__name__)
@@ -73,18 +74,6 @@ def index_name(table: str, kind: str) -> str:
     return bounded_name(table, f"_{kind}" if kind == "hnsw" else f"_{kind}_idx")
 
 
-def scrub_nul(value):
-    """A text value (or a list of them) without NUL, which PostgreSQL's text type cannot hold (code
-    blocks, table rows and workbook cells such as `_x0000_` can carry one). The chunk builders strip
-    and count NULs before hashing and embedding; this is the store's own guard for every other path
-    (a reload of old Parquet, an error message quoting the input)."""
-    if isinstance(value, str):
-        return value.replace("\x00", "") if "\x00" in value else value
-    if isinstance(value, list):
-        return [scrub_nul(v) for v in value]
-    return value
-
-
 @dataclass(frozen=True)
 class Collection:
     name: str
@@ -115,20 +104,34 @@ class CollectionBusy(UserError, RuntimeError):
 _CONNECTION_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
 
 
+REPLAYS = 3  # a call replayed more often than this on fresh connections is not a restart but a flapping server
+
+
 def _reconnecting(method):
     """Run a store method again on a fresh connection when the old one broke under it. Only for methods
     that are whole transactions (or reads) and idempotent: a document's replace-and-checkpoint can be
-    replayed, since the server rolled back whatever the broken connection had not committed."""
+    replayed, since the server rolled back whatever the broken connection had not committed. Only the
+    outermost store call replays (an inner one's transaction belonged to the broken connection), at
+    most REPLAYS times."""
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
-        while True:
+        if self._depth:
+            return method(self, *args, **kwargs)
+        for replay in range(REPLAYS + 1):
+            self._depth += 1
             try:
                 return method(self, *args, **kwargs)
             except _CONNECTION_ERRORS as exc:
                 if not self.connection_lost():
                     raise
-                log.warning("lost the connection to PostgreSQL (%s); reconnecting", str(exc).strip().splitlines()[0])
-                self.reconnect()
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                if replay == REPLAYS:
+                    raise DatabaseUnavailable(f"the connection to PostgreSQL broke {REPLAYS + 1} times in one "
+                                              f"{method.__name__} ({first})") from exc
+                log.warning("lost the connection to PostgreSQL (%s); reconnecting", first)
+            finally:
+                self._depth -= 1
+            self.reconnect()
     return wrapper
 
 
@@ -139,6 +142,7 @@ class PgStore:
         self.reconnect_seconds = reconnect_seconds
         self._vector_ready = False
         self._locks: dict[str, int] = {}  # collection -> advisory lock key held by this session
+        self._depth = 0  # store calls in progress (only the outermost replays after a reconnect)
         try:
             self.conn = self._connect()
         except psycopg.OperationalError as exc:
@@ -150,7 +154,12 @@ class PgStore:
     def _connect(self) -> psycopg.Connection:
         # application_name: an operator sees which run holds a connection (pg_stat_activity) and a
         # second ingest can name the run that holds a collection's lock.
-        return psycopg.connect(self.url, autocommit=True, application_name=self.application_name[:63])
+        # connect_timeout bounds one attempt (an unroutable host); the server-side keepalives let a lock
+        # held by a client whose machine died go within ~2 minutes instead of the kernel's 2 hours.
+        return psycopg.connect(self.url, autocommit=True, application_name=self.application_name[:63],
+                               connect_timeout=10,
+                               options="-c tcp_keepalives_idle=60 -c tcp_keepalives_interval=10 "
+                                       "-c tcp_keepalives_count=6")
 
     def close(self) -> None:
         self.conn.close()
@@ -202,6 +211,7 @@ class PgStore:
         digest = hashlib.sha256(f"corpusmill\0{self.schema}\0{collection}".encode()).digest()
         return int.from_bytes(digest[:8], "big", signed=True)
 
+    @_reconnecting
     def lock_collection(self, collection: str, holder: str, wait_seconds: float = 0.0) -> None:
         """Take the collection's write lock (a session advisory lock, released when this store closes or
         its connection dies) so two ingests — from two shells or two machines — never interleave commits.
@@ -238,9 +248,11 @@ class PgStore:
             ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF)).fetchone()
         if row is None:
             return "another process (it has just finished)"
-        name, addr, host, pid, since = row
+        name, addr, host, pid, since = row  # another role's session shows NULLs but its pid
         where = host or addr or "this server's host (local socket)"
-        return f"{name or 'a process'} (server pid {pid}, from {where}, connected {since:%Y-%m-%d %H:%M:%S %Z})"
+        when = f", connected {since:%Y-%m-%d %H:%M:%S %Z}" if since is not None else ""
+        return (f"{name or 'a process'} (server pid {pid}, from {where}{when}; if that process is gone, "
+                f"`SELECT pg_terminate_backend({pid})` frees the lock)")
 
     def _t(self, name: str) -> sql.Composed:
         return sql.Identifier(self.schema, name)
@@ -304,17 +316,20 @@ class PgStore:
         self.conn.execute(sql.SQL("CREATE VIEW {} AS {}").format(self._t("all_chunks"), body))
 
     # ---- collections --------------------------------------------------------------------------
+    @_reconnecting
     def get_collection(self, name: str) -> Collection | None:
         row = self.conn.execute(
             sql.SQL("SELECT name, embedding_model, dimension, chunk_table FROM {} WHERE name = %s")
             .format(self._t("collections")), (name,)).fetchone()
         return Collection(*row) if row else None
 
+    @_reconnecting
     def list_collections(self) -> list[Collection]:
         rows = self.conn.execute(sql.SQL(
             "SELECT name, embedding_model, dimension, chunk_table FROM {} ORDER BY name").format(self._t("collections")))
         return [Collection(*r) for r in rows]
 
+    @_reconnecting
     def ensure_collection(self, name: str, model: str, dimension: int) -> Collection:
         existing = self.get_collection(name)
         if existing:
@@ -348,6 +363,7 @@ class PgStore:
             self._t("embedding_spaces")), (coll.name, coll.chunk_table, coll.embedding_model, coll.dimension, status))
 
     # ---- embedding spaces (reembed) -----------------------------------------------------------
+    @_reconnecting
     def begin_space(self, active: Collection, model: str, dimension: int) -> Collection:
         """A new chunk table beside the active one, for `model`; idempotent, so a rerun resumes it."""
         table = chunk_table_name(active.name, model, dimension)
@@ -365,6 +381,7 @@ class PgStore:
             self._record_space(space, "building")
         return space
 
+    @_reconnecting
     def docs_missing_from(self, active: Collection, space: Collection) -> list[str]:
         """Documents of the active space not yet copied into `space` (what a resumed reembed still owes)."""
         rows = self.conn.execute(sql.SQL(
@@ -372,10 +389,12 @@ class PgStore:
             "ORDER BY a.doc_id").format(self._t(active.chunk_table), self._t(space.chunk_table)))
         return [r[0] for r in rows]
 
+    @_reconnecting
     def document_count(self, coll: Collection) -> int:
         return self.conn.execute(sql.SQL("SELECT count(DISTINCT doc_id) FROM {}").format(
             self._t(coll.chunk_table))).fetchone()[0]
 
+    @_reconnecting
     def chunks_of(self, coll: Collection, doc_ids: list[str]) -> list[dict]:
         cols = [c for c, _ in CHUNK_COLUMNS if c != "embedding"]
         cur = self.conn.execute(sql.SQL("SELECT {} FROM {} WHERE doc_id = ANY(%s) ORDER BY doc_id, seq").format(
@@ -389,6 +408,7 @@ class PgStore:
             self.conn.execute(sql.SQL("DELETE FROM {} WHERE doc_id = %s").format(self._t(space.chunk_table)), (doc_id,))
             self._copy_chunks(space, chunks)
 
+    @_reconnecting
     def switch_space(self, active: Collection, space: Collection, old_fingerprint: str | None,
                      new_fingerprint: str | None) -> None:
         """Make `space` the collection's active space in one transaction; the old one is retired.
@@ -406,6 +426,7 @@ class PgStore:
                     self._t("documents")), (new_fingerprint, active.name, old_fingerprint))
             self._refresh_view()
 
+    @_reconnecting
     def drop_space(self, space: Collection) -> None:
         """Drop a space that is not the collection's active one (a benchmark's scratch space)."""
         active = self.get_collection(space.name)
@@ -416,6 +437,7 @@ class PgStore:
             self.conn.execute(sql.SQL("DELETE FROM {} WHERE collection = %s AND chunk_table = %s").format(
                 self._t("embedding_spaces")), (space.name, space.chunk_table))
 
+    @_reconnecting
     def drop_retired(self, collection: str) -> list[str]:
         tables = [r[0] for r in self.conn.execute(sql.SQL(
             "SELECT chunk_table FROM {} WHERE collection = %s AND status = 'retired'").format(
@@ -439,10 +461,24 @@ class PgStore:
 
     def _ensure_doc_index(self, table: str) -> None:
         """The doc_id index every commit's DELETE needs. Also repairs a table from before index names were
-        bounded, whose over-long index name PostgreSQL truncated to the table's own, so it was never made."""
-        self.conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (doc_id)").format(
-            sql.Identifier(index_name(table, "doc")), self._t(table)))
+        bounded, whose over-long index name PostgreSQL truncated to the table's own, so it was never made.
+        Looked up by what it indexes, not by name: an older table's index under a truncated name counts."""
+        if self.table_index(table, "btree", "doc_id") is None:
+            self.conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (doc_id)").format(
+                sql.Identifier(index_name(table, "doc")), self._t(table)))
 
+    @_reconnecting
+    def table_index(self, table: str, method: str, column: str) -> str | None:
+        """The name of an index on `table` that uses `method` and leads with `column`, if there is one."""
+        row = self.conn.execute(
+            "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "JOIN pg_class t ON t.oid = i.indrelid JOIN pg_namespace n ON n.oid = t.relnamespace "
+            "JOIN pg_am am ON am.oid = c.relam JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = i.indkey[0] "
+            "WHERE n.nspname = %s AND t.relname = %s AND am.amname = %s AND a.attname = %s ORDER BY c.relname LIMIT 1",
+            (self.schema, table, method, column)).fetchone()
+        return row[0] if row else None
+
+    @_reconnecting
     def has_index(self, table: str, index: str, method: str | None = None) -> bool:
         """Whether `index` exists *on `table`* (and uses `method`): a relation of that name elsewhere, or
         the table itself, does not count."""
@@ -458,7 +494,7 @@ class PgStore:
         """Build the cosine HNSW index once the first bulk load is in (building it after the load is far
         cheaper than maintaining it row by row). Returns True when it was built now."""
         index = index_name(coll.chunk_table, "hnsw")
-        if self.has_index(coll.chunk_table, index, "hnsw"):
+        if self.table_index(coll.chunk_table, "hnsw", "embedding") is not None:
             return False
         n = self.conn.execute(sql.SQL("SELECT count(*) FROM {}").format(self._t(coll.chunk_table))).fetchone()[0]
         if n == 0:
@@ -533,7 +569,7 @@ class PgStore:
                             raise ValueError(f"chunk {c.get('chunk_id')} reached the sink without an embedding")
                         v = np.asarray(v, dtype=np.float32)
                     else:
-                        v = scrub_nul(v)
+                        v = storable(v)
                     values.append(v)
                 copy.write_row(values)
 
@@ -545,11 +581,11 @@ class PgStore:
             self.conn.execute(sql.SQL(
                 "INSERT INTO {} (run_id, collection, source_path, stage, error_class, message, retryable) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s)").format(self._t("errors")),
-                scrub_nul([run_id, collection, doc["source_path"], stage, error_class, message]) + [retryable])
+                storable([run_id, collection, doc["source_path"], stage, error_class, message]) + [retryable])
             self.conn.execute(sql.SQL(
                 "UPDATE {} SET status = 'failed', last_error = %s, run_id = %s, updated_at = now() "
                 "WHERE collection = %s AND source_path = %s").format(self._t("documents")),
-                scrub_nul([f"[{stage}] {error_class}: {message}"[:2000], run_id, collection, doc["source_path"]]))
+                storable([f"[{stage}] {error_class}: {message}"[:2000], run_id, collection, doc["source_path"]]))
 
     def _set_document(self, collection: str, doc: dict, status: str, chunk_count: int, run_id: str,
                       error: str | None) -> None:
@@ -564,8 +600,8 @@ class PgStore:
             "source_size = EXCLUDED.source_size, source_etag = EXCLUDED.source_etag, "
             "updated_at = now()").format(self._t("documents")),
             # The listing the content came with (absent, e.g. a reload from Parquet: NULL, so the next plan reads it).
-            scrub_nul([collection, doc["source_path"], doc["doc_id"], doc["source_type"], doc["content_sha256"],
-                       doc["pipeline_fingerprint"], status]) + [chunk_count, run_id, scrub_nul(error),
+            storable([collection, doc["source_path"], doc["doc_id"], doc["source_type"], doc["content_sha256"],
+                       doc["pipeline_fingerprint"], status]) + [chunk_count, run_id, storable(error),
                                                                 doc.get("source_size"), doc.get("source_etag")])
 
     @_reconnecting
@@ -595,6 +631,7 @@ class PgStore:
             "UPDATE {} SET finished_at = now(), status = %s, counts = %s, stage_stats = %s WHERE run_id = %s"
         ).format(self._t("runs")), (status, json.dumps(counts), json.dumps(stage_stats), run_id))
 
+    @_reconnecting
     def run_output_dir(self, run_id: str | None = None, collection: str | None = None) -> str | None:
         """Where a run wrote its Parquet and QA files: that run's, or the latest (of a collection)."""
         where, params = [], []
@@ -646,6 +683,7 @@ class PgStore:
     def search(self, coll: Collection, vector, k: int, ef_search: int = 40, exact: bool = False) -> list[dict]:
         return self.search_many(coll, [vector], k, ef_search, exact)[0]
 
+    @_reconnecting
     def search_many(self, coll: Collection, vectors, k: int, ef_search: int = 40, exact: bool = False) -> list[list[dict]]:
         """Top-k chunks per query vector by cosine distance: through the HNSW index, or with `exact` a
         flat scan (index scans disabled) that measures what the index itself loses."""

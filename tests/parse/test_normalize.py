@@ -1,5 +1,7 @@
 from collections import Counter
 
+import pytest
+
 from jobs.parse.normalize import normalize
 
 
@@ -46,10 +48,10 @@ def test_html_comments_and_printed_page_numbers_are_dropped():
     assert counts["html_comments"] == 1 and counts["page_numbers"] == 2
 
 
+@pytest.mark.timeout(600)
 def test_html_comment_removal_is_linear_and_matches_the_regex():
     import random
     import re
-    import time
 
     from jobs.parse.normalize import _HTML_COMMENT
 
@@ -59,6 +61,7 @@ def test_html_comment_removal_is_linear_and_matches_the_regex():
     for _ in range(5000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16)))
         assert _HTML_COMMENT.subn("", text) == regex.subn("", text), text
-    started = time.monotonic()
-    normalize("<!-- never closed " * 500_000, "p", Counter())  # 9 MB: the regex took 3.5 s per 80 KB
-    assert time.monotonic() - started < 10
+    # 9 MB never closed: the regex took 3.5 s per 80 KB, so hours here (the timeout mark guards the hang)
+    counts = Counter()
+    assert normalize("<!-- never closed " * 500_000, "p", counts) == ("<!-- never closed " * 500_000).strip()
+    assert counts["html_comments"] == 0  # an unclosed comment is text, kept

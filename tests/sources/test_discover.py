@@ -172,3 +172,33 @@ def test_only_what_could_have_held_a_document_is_reported(tmp_path):
     found = discover([root], INC, EXC)
     assert [f.source_path for f in found] == ["notes.md"]
     assert _skipped(found) == {"venv/outside_dir": "link_outside_root"}
+
+
+def test_links_fanning_out_over_the_same_directories_are_walked_once_each(tmp_path):
+    # Ten links to b, each of whose ten links lead to c: followed naively, 100 copies of c/x.md (and
+    # 10^k for k such levels). Each directory is walked through one link only.
+    root = tmp_path / "corpus"
+    for d in ("a", "b", "c"):
+        (root / d).mkdir(parents=True)
+    (root / "c" / "x.md").write_text("# X\n\nthe one file\n")
+    for i in range(10):
+        os.symlink("../b", root / "a" / f"l{i}")
+        os.symlink("../c", root / "b" / f"m{i}")
+    found = discover([root], INC, EXC)
+    paths = sorted(f.source_path for f in found)
+    # Depth first: a/l0 walks b, whose m0 walks c; every other link to b or c is a duplicate.
+    assert paths == ["a/l0/m0/x.md", "c/x.md"]
+    reasons = _skipped(found)
+    assert {reasons[f"a/l{i}"] for i in range(1, 10)} == {"link_duplicate"}
+    assert {reasons[f"b/m{i}"] for i in range(10)} | {reasons[f"a/l0/m{i}"] for i in range(1, 10)} == {"link_duplicate"}
+
+
+def test_documents_under_a_directory_the_listing_could_not_open_are_not_deleted():
+    from jobs.sources.plan import StoredDoc
+
+    class Listed(list):
+        skipped = [{"root": "/r", "path": "team/private", "reason": "unreadable", "target": "/r/team/private (EIO)"}]
+
+    stored = {p: StoredDoc(p, "sha", "fp", "done") for p in ("team/private/a.md", "team/public.md", "gone.md")}
+    plan = make_plan(Listed(), stored, "fp")
+    assert plan.delete == ["gone.md", "team/public.md"]  # absent and readable: deleted; unreadable: kept

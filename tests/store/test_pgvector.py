@@ -213,3 +213,19 @@ def test_two_first_runs_create_a_collection_once(pg_url):
     with ThreadPoolExecutor(4) as pool:
         tables = list(pool.map(create, range(4)))
     assert len(set(tables)) == 1
+
+
+def test_an_index_under_an_older_truncated_name_is_found_by_what_it_indexes(store):
+    from jobs.store.pgvector import index_name
+
+    coll = store.ensure_collection("store_legacy", "m", 4)
+    store.commit_document(coll, _doc("l"), [_chunk("l", 0, "x", _unit(0), "store_legacy")], "r1")
+    store.ensure_hnsw_index(coll)
+    for kind in ("doc", "hnsw"):  # as PostgreSQL truncated the names of tables 56-62 bytes long
+        store.conn.execute(f"ALTER INDEX corpusmill.{index_name(coll.chunk_table, kind)} RENAME TO legacy_{kind}")
+    store.ensure_collection("store_legacy", "m", 4)
+    assert store.ensure_hnsw_index(coll) is False  # no second HNSW build
+    names = sorted(r[0] for r in store.conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = 'corpusmill' AND tablename = %s", (coll.chunk_table,)))
+    assert names == sorted([f"{coll.chunk_table}_pkey", "legacy_doc", "legacy_hnsw"])
+
