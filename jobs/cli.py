@@ -66,8 +66,8 @@ def _load(args) -> "JobConfig":  # noqa: F821
 
 
 def _store(args):
-    from jobs.ingest import database_url
     from jobs.store.pgvector import PgStore
+    from jobs.store.url import database_url
 
     cfg = _db_config(args)
     store = PgStore(database_url(cfg), cfg.database.schema_name)

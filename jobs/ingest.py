@@ -45,10 +45,10 @@ from jobs.sources import fs
 from jobs.sources.discover import discover
 from jobs.sources.manifest import load_manifest, snapshot
 from jobs.sources.plan import Plan, make_plan
-from jobs.store import embedded
 from jobs.store.parquet import RunOutput
 from jobs.store.pgvector import CollectionBusy, DatabaseUnavailable, PgStore
 from jobs.store.sink import DocumentSink
+from jobs.store.url import database_url
 
 log = logging.getLogger(__name__)
 
@@ -77,13 +77,6 @@ class IngestResult:
     @property
     def ok(self) -> bool:
         return not self.failures
-
-
-def database_url(cfg: JobConfig) -> str:
-    """The configured server (flag, DATABASE_URL or config), else the embedded one (started if needed)."""
-    if cfg.database.url is not None:
-        return cfg.database.url.get_secret_value()
-    return embedded.start()
 
 
 def new_run_id() -> str:

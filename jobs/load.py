@@ -14,10 +14,10 @@ from pathlib import Path
 from jobs.chunk.ids import doc_id
 from jobs.config import JobConfig
 from jobs.errors import ConfigError, NotFoundError
-from jobs.ingest import database_url
 from jobs.sources import fs
 from jobs.store.parquet import iter_parts
 from jobs.store.pgvector import PgStore
+from jobs.store.url import database_url
 
 log = logging.getLogger(__name__)
 

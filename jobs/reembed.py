@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from jobs.config import JobConfig
 from jobs.embed.encoder import Embedder
 from jobs.embed.models import embedding_dimension
-from jobs.ingest import database_url
 from jobs.store.pgvector import Collection, PgStore, UnknownCollection
+from jobs.store.url import database_url
 
 log = logging.getLogger(__name__)
 

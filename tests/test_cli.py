@@ -127,3 +127,16 @@ def test_an_output_directory_that_cannot_be_written_is_a_one_line_error(monkeypa
     assert cli.main(["status"]) == 2
     assert capsys.readouterr().err.strip() == ("corpusmill status: error: No space left on device: "
                                                "/mnt/runs/part-00001.parquet")
+
+
+def test_status_reaches_the_database_without_importing_the_pipeline(pg_url):
+    import subprocess
+    import sys
+
+    # A fresh process: which modules `corpusmill status` pulled in, not what this test session holds.
+    probe = ("import sys; from jobs.cli import main; code = main(['status', '--database-url', sys.argv[1]]); "
+             "heavy = [m for m in ('ray', 'torch', 'spacy', 'matplotlib', 'sentence_transformers', 'jobs.ingest') "
+             "if m in sys.modules]; print('HEAVY', heavy); sys.exit(code)")
+    out = subprocess.run([sys.executable, "-c", probe, pg_url], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "HEAVY []" in out.stdout
