@@ -396,10 +396,19 @@ class JobConfig(_Strict):
         return data
 
 
+def template_files(directory: Path | str | None) -> list[Path]:
+    """The template files of `directory`, sorted: what the Excel stage reads and the fingerprint hashes.
+    Here, below the chunkers, so that config need not import them."""
+    if directory is None:
+        return []
+    path = Path(directory).resolve()
+    if not path.is_dir():
+        return []
+    return sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
 def _dir_digest(path: Path) -> str:
     """The templates' names and contents (not where they are): exactly the files load_templates reads."""
-    from jobs.chunk.templates import template_files
-
     h = hashlib.sha256()
     for f in template_files(path):
         h.update(f.name.encode() + b"\0" + f.read_bytes())

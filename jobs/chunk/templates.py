@@ -33,6 +33,7 @@ from pathlib import Path
 
 import yaml
 
+from jobs.config import template_files
 from jobs.errors import ConfigError
 
 SEPARATOR = " › "
@@ -342,12 +343,7 @@ def _load_file(path: Path, text: str | None = None) -> list[Template]:
 
 @lru_cache(maxsize=8)
 def _load_cached(directory: str, signature: tuple) -> TemplateRegistry:
-    templates = [t for name, _, _ in signature for t in _load_file(Path(directory) / name)]
-    names = [t.name for t in templates]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ConfigError(f"templates in {directory}: duplicate template name(s) {dupes}")
-    return TemplateRegistry(templates, Path(directory))
+    return registry_from_texts(read_template_texts(directory), directory)
 
 
 TemplateTexts = tuple[tuple[str, str], ...]  # (file name, YAML text) of each template file, sorted by name
@@ -369,16 +365,6 @@ def registry_from_texts(texts: TemplateTexts, origin: str = "") -> TemplateRegis
     if dupes:
         raise ConfigError(f"templates in {origin}: duplicate template name(s) {dupes}")
     return TemplateRegistry(templates, Path(origin) if origin else None)
-
-
-def template_files(directory: Path | str | None) -> list[Path]:
-    """The template files of `directory`, sorted: what load_templates reads and the fingerprint hashes."""
-    if directory is None:
-        return []
-    path = Path(directory).resolve()
-    if not path.is_dir():
-        return []
-    return sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
 
 
 def load_templates(directory: Path | str | None) -> TemplateRegistry:

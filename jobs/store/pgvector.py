@@ -479,17 +479,6 @@ class PgStore:
         return row[0] if row else None
 
     @_reconnecting
-    def has_index(self, table: str, index: str, method: str | None = None) -> bool:
-        """Whether `index` exists *on `table`* (and uses `method`): a relation of that name elsewhere, or
-        the table itself, does not count."""
-        row = self.conn.execute(
-            "SELECT am.amname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-            "JOIN pg_class t ON t.oid = i.indrelid JOIN pg_namespace n ON n.oid = t.relnamespace "
-            "JOIN pg_am am ON am.oid = c.relam WHERE n.nspname = %s AND t.relname = %s AND c.relname = %s",
-            (self.schema, table, index)).fetchone()
-        return row is not None and (method is None or row[0] == method)
-
-    @_reconnecting
     def ensure_hnsw_index(self, coll: Collection, m: int = 16, ef_construction: int = 64) -> bool:
         """Build the cosine HNSW index once the first bulk load is in (building it after the load is far
         cheaper than maintaining it row by row). Returns True when it was built now."""

@@ -101,7 +101,7 @@ def test_the_longest_collection_name_gets_its_table_and_both_indexes(store):
         (coll.chunk_table,)).fetchall())
     assert names[1] in indexes and "(doc_id)" in indexes[names[1]]
     assert names[2] in indexes and "USING hnsw" in indexes[names[2]]
-    assert store.has_index(coll.chunk_table, names[2], "hnsw") and store.ensure_hnsw_index(coll) is False
+    assert store.table_index(coll.chunk_table, "hnsw", "embedding") == names[2] and store.ensure_hnsw_index(coll) is False
     store.conn.execute("SET enable_seqscan = off")  # one row: only an index that exists can be chosen
     try:
         plan = "\n".join(r[0] for r in store.conn.execute(
@@ -127,7 +127,7 @@ def test_a_table_whose_doc_index_was_lost_to_truncation_gets_it_back(store):
     coll = store.ensure_collection("store_repair", "m", 4)
     store.conn.execute(f"DROP INDEX corpusmill.{index_name(coll.chunk_table, 'doc')}")  # as a pre-fix table was
     store.ensure_collection("store_repair", "m", 4)
-    assert store.has_index(coll.chunk_table, index_name(coll.chunk_table, "doc"))
+    assert store.table_index(coll.chunk_table, "btree", "doc_id") == index_name(coll.chunk_table, "doc")
 
 
 # ---- what the server rejects, and what it must never see ------------------------------------------

@@ -50,4 +50,4 @@ def test_a_document_the_database_rejects_fails_alone_and_the_run_goes_on(store, 
     st = store.status("sink_reject")
     assert st["documents"] == {"done": 2, "failed": 1, "pending": 0} and st["chunks"] == 2
     assert not store.conn.execute(f"SELECT 1 FROM corpusmill.{coll.chunk_table} WHERE doc_id = 'b'").fetchall()
-    assert store.has_index(coll.chunk_table, index_name(coll.chunk_table, "doc"))
+    assert store.table_index(coll.chunk_table, "btree", "doc_id") == index_name(coll.chunk_table, "doc")
