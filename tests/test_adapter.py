@@ -77,8 +77,10 @@ class DieOnPoison:
 
 fn = DieOnPoison if sys.argv[1] == "actor" else die_on_poison
 ds = ray.data.from_items([{"doc": d} for d in ["a", "b", "poison", "c"]], override_num_blocks=4)
-ds = adapter.apply(ds, adapter.Stage("die", fn, schema, ResourcesConfig(batch_size=1, pool_size=1 if fn is DieOnPoison
-                                                                           else None)), retries=1)
+# One block in flight per actor: a dying actor fails every call queued on it (a fault costs the documents in
+# flight, which the sink records as lost), so with more in flight `c` could die alongside `poison`.
+res = ResourcesConfig(batch_size=1, pool_size=1, tasks_in_flight=1) if fn is DieOnPoison else ResourcesConfig(batch_size=1)
+ds = adapter.apply(ds, adapter.Stage("die", fn, schema, res), retries=1)
 print("RESULT " + json.dumps(sorted(r["doc"] for r in ds.take_all())))
 """
 
