@@ -5,7 +5,7 @@ __version__ = "0.1.0"
 # Part of the pipeline fingerprint. The rule: bump it in the change that alters chunk output for the
 # same input and config (text, boundaries, headings, tags, quality labels, token counts), so an
 # upgrade re-chunks every stored document on its next run instead of keeping chunks the new code
-# would not make. tests/chunk/test_golden.py holds the rule: its goldens' digest is recorded with
+# would not make. tests/markdown/test_golden.py holds the rule: its goldens' digest is recorded with
 # this version in tests/data/golden/VERSION.json, and a digest that changes under the same version
 # fails. "2": chunking changed many times under "1" before that test existed.
 PIPELINE_VERSION = "2"

@@ -184,7 +184,7 @@ def cmd_search(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from jobs.qa.report import write_report
+    from jobs.tools.report import write_report
 
     _, store = _store(args)
     with store:
@@ -223,7 +223,7 @@ def cmd_reembed(args) -> int:
 
 
 def cmd_bench_embedders(args) -> int:
-    from jobs.qa.bench_embedders import bench_embedders, format_bench
+    from jobs.tools.bench_embedders import bench_embedders, format_bench
 
     cfg = _db_config(args)
     entries, winner = bench_embedders(cfg, args.collection, Path(args.golden), args.models, args.write_winner)
@@ -251,7 +251,7 @@ def cmd_load(args) -> int:
 
 def cmd_templates(args) -> int:
     from jobs.config import load_config
-    from jobs.parse.excel import preview
+    from jobs.excel.stage import preview
 
     cfg = load_config(_config_path(args))
     if not Path(args.file).is_file():
@@ -276,7 +276,7 @@ def cmd_freeze(args) -> int:
 
 
 def cmd_stats(args) -> int:
-    from jobs.qa.stats import corpus_stats, format_stats
+    from jobs.tools.stats import corpus_stats, format_stats
 
     stats = corpus_stats(_load(args))
     print(json.dumps(stats, indent=2) if args.json else format_stats(stats))
@@ -287,8 +287,8 @@ def cmd_eval(args) -> int:
     from datetime import datetime, timezone
 
     from jobs.home import home
-    from jobs.qa.evaluate import compare_table, evaluate, format_report, load_golden, write_hits
     from jobs.search import Searcher
+    from jobs.tools.evaluate import compare_table, evaluate, format_report, load_golden, write_hits
 
     names = args.compare or [args.collection]
     if not names[0]:

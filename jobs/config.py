@@ -19,9 +19,30 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from jobs import PIPELINE_VERSION
 from jobs.errors import ConfigError, NotFoundError
-from jobs.qa.gates import QualityGates
 
 _COLLECTION_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+
+
+
+class QualityGates(BaseModel):
+    """The gate maxima; jobs/checks/gates.py measures a run against them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_empty_vector_rate: float | None = Field(
+        0.002, ge=0, description="Largest share of stored vectors with an L2 norm below 1e-6 (None: off).")
+    max_duplicate_neighbour_rate: float | None = Field(
+        0.01, ge=0, description="Largest share of chunks whose nearest other chunk is a near-duplicate "
+                                "(cosine above index_metrics' near_duplicate_cosine) (None: off).")
+    max_fragment_rate: float | None = Field(
+        None, ge=0, description="Largest share of fragment-quality chunks among the run's chunks (None: off).")
+    max_failed_file_rate: float | None = Field(
+        None, ge=0, description="Largest share of files that failed, of files done plus failed in the run (None: off).")
+    max_near_zero_token_share: float | None = Field(
+        None, ge=0, description="Largest share of chunks with fewer than 8 tokens (None: off).")
+    max_at_limit_share: float | None = Field(
+        None, ge=0, description="Largest share of chunks at 97% or more of the token limit; needs index_metrics "
+                                "to be given token_limit (None: off).")
 
 
 class _Strict(BaseModel):

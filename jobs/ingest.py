@@ -24,22 +24,21 @@ from datetime import datetime, timezone
 import psycopg
 
 from jobs import adapter
-from jobs.chunk.ids import doc_id
-from jobs.chunk.sentences import SentenceSplitter
-from jobs.chunk.templates import read_template_texts
-from jobs.chunk.tokens import token_counter
-from jobs.chunk.windows import chunk_documents
+from jobs.checks.gates import check_gates
+from jobs.checks.index_metrics import index_metrics
+from jobs.checks.metrics import run_metrics, write_summary
+from jobs.chunks.ids import doc_id
 from jobs.config import JobConfig
 from jobs.embed.encoder import Embedder
 from jobs.embed.models import embedding_dimension
+from jobs.embed.tokens import token_counter
 from jobs.errors import ConfigError, UserError
+from jobs.excel.stage import excel_to_chunks, write_discard_report
+from jobs.excel.templates import read_template_texts
 from jobs.home import home, runs_dir
-from jobs.parse.excel import excel_to_chunks, write_discard_report
-from jobs.parse.markdown import parse_documents
-from jobs.qa.gates import check_gates
-from jobs.qa.index_metrics import index_metrics
-from jobs.qa.metrics import run_metrics, write_summary
-from jobs.qa.report import write_report
+from jobs.markdown.parse import parse_documents
+from jobs.markdown.sentences import SentenceSplitter
+from jobs.markdown.windows import chunk_documents
 from jobs.rows import CHUNK_SCHEMA, DOC_SCHEMA
 from jobs.sources import fs
 from jobs.sources.discover import discover
@@ -49,6 +48,7 @@ from jobs.store.parquet import RunOutput
 from jobs.store.pgvector import CollectionBusy, DatabaseUnavailable, PgStore
 from jobs.store.sink import DocumentSink
 from jobs.store.url import database_url
+from jobs.tools.report import write_report
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class IngestResult:
     seconds: float = 0.0
     index_built: bool = False
     totals: dict = field(default_factory=dict)  # the collection after the run (store.status)
-    gate_failures: list = field(default_factory=list)  # jobs.qa.gates.GateFailure
+    gate_failures: list = field(default_factory=list)  # jobs.checks.gates.GateFailure
     report: dict = field(default_factory=dict)  # QA artifact name -> path
     not_as_frozen: list[str] = field(default_factory=list)
 

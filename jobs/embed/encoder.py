@@ -18,8 +18,8 @@ import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from jobs.chunk.tokens import token_counter
 from jobs.embed.models import resolve_model
+from jobs.embed.tokens import token_counter
 from jobs.errors import NotAvailableError
 from jobs.rows import error_fields
 

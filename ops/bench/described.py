@@ -1,5 +1,5 @@
 """A golden set for a structured corpus: each page's front matter `description` is the question, the
-page is the answer (document-level recall@k and MRR, `jobs.qa.evaluate` JSONL with `source_path`).
+page is the answer (document-level recall@k and MRR, `jobs.tools.evaluate` JSONL with `source_path`).
 
     python -m ops.bench.described SRC_DIR OUT_DIR     # writes OUT_DIR/corpus/ and OUT_DIR/golden.jsonl
 

@@ -202,7 +202,7 @@ def spacy_trf_bench(tmp: Path, prose: list[str], device: str) -> dict:
     t0 = time.perf_counter()
     nlp = trf_pipeline(encoder, mixed_precision=device == "cuda")
     init_s = time.perf_counter() - t0
-    prose = sorted(prose, key=len)  # as jobs.chunk.sentences does: tight padded batches
+    prose = sorted(prose, key=len)  # as jobs.markdown.sentences does: tight padded batches
     nlp(prose[0])
     t0 = time.perf_counter()
     n_words = n_sents = 0

@@ -13,7 +13,7 @@ Measured: wall time of both on the same corpus (the bench corpus with its front 
 held out, ops/bench/described.py), retrieval quality of both on that corpus with the held-out
 descriptions as questions and their pages as answers (document level), and on XQuAD (48 articles as
 Markdown, 1,190 questions, passage level): corpusmill through `corpusmill eval --exact`, the script's
-table through the same scoring code (jobs.qa.evaluate) with the same query embedding and an exact
+table through the same scoring code (jobs.tools.evaluate) with the same query embedding and an exact
 cosine scan, so the two differ only in their chunks.
 """
 
@@ -91,13 +91,13 @@ def run_script(input_dir: str, table: str, database_url: str) -> dict:
 
 
 def evaluate_table(table: str, golden: str, database_url: str) -> dict:
-    """recall@1/5/10 and MRR of the script's table, scored by jobs.qa.evaluate (exact cosine scan)."""
+    """recall@1/5/10 and MRR of the script's table, scored by jobs.tools.evaluate (exact cosine scan)."""
     import numpy as np
     import psycopg
     from pgvector.psycopg import register_vector
     from psycopg import sql
 
-    from jobs.qa.evaluate import evaluate, load_golden
+    from jobs.tools.evaluate import evaluate, load_golden
 
     model = _model()
     stmt = sql.SQL("SELECT id, source, content, 1 - (embedding <=> %s) FROM {} ORDER BY embedding <=> %s LIMIT %s").format(
@@ -146,7 +146,7 @@ def bench() -> dict:
     lc_desc.pop("wall_s", None)
 
     # Retrieval quality on XQuAD.
-    from jobs.qa.evaluate import squad_to_markdown
+    from jobs.tools.evaluate import squad_to_markdown
 
     xdir = common.work_dir() / "xquad-md"
     squad_to_markdown(common.XQUAD, xdir)

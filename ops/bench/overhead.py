@@ -27,7 +27,7 @@ def prepare_inputs(run_dir: str, files: list, root, cfg) -> dict:
     """The plain script's inputs: prose blocks as the sentence stage sees them, and the loaded rows."""
     import pyarrow.parquet as pq
 
-    from jobs.parse.markdown import parse_documents
+    from jobs.markdown.parse import parse_documents
 
     docs = parse_documents([{"source_path": str(f.relative_to(root)), "abs_path": str(f)} for f in files],
                            title_from_front_matter=cfg.markdown.title_from_front_matter,
@@ -63,11 +63,11 @@ def embed_tokens(texts: list[str]) -> int:
 
 
 def index_check_via_hnsw(collection: str) -> dict:
-    """The post-load duplicate-neighbour check (jobs.qa.index_metrics) timed through the HNSW index, for
+    """The post-load duplicate-neighbour check (jobs.checks.index_metrics) timed through the HNSW index, for
     comparison with the exact flat scan the ingest runs below 5,000 vectors (part of "after it")."""
     import time
 
-    from jobs.qa.index_metrics import index_metrics
+    from jobs.checks.index_metrics import index_metrics
     from jobs.store.pgvector import PgStore
 
     with PgStore(common.database_url()) as store:

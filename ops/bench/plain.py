@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     steps: dict[str, float] = {}
 
     t0 = time.perf_counter()
-    from jobs.chunk.sentences import load_sentence_pipeline
+    from jobs.markdown.sentences import load_sentence_pipeline
 
     nlp = load_sentence_pipeline(cfg["sentences_model"])
     steps["spacy_load"] = time.perf_counter() - t0

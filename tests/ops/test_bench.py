@@ -178,9 +178,9 @@ def test_profile_roles_count_the_embedding_threads_and_the_fused_actor(tmp_path)
         'process 10:"ray::MapWorker(embed)";Thread._bootstrap (threading.py:1);Thread.run (threading.py:2);'
         'select (selectors.py:3) 500',
         'process 11:"ray::MapWorker(fused)";main_loop (ray/_private/worker.py:1);Chain.__call__ (jobs/adapter.py:2);'
-        'SentenceSplitter.__call__ (jobs/chunk/sentences.py:3) 30',
+        'SentenceSplitter.__call__ (jobs/markdown/sentences.py:3) 30',
         'process 11:"ray::MapWorker(fused)";main_loop (ray/_private/worker.py:1);Chain.__call__ (jobs/adapter.py:2);'
-        'chunk_documents (jobs/chunk/windows.py:4) 20',
+        'chunk_documents (jobs/markdown/windows.py:4) 20',
     ]) + "\n")
     out = profile.aggregate(raw)
     assert out["process 10"]["role"] == "embed" and out["process 10"]["seconds"] == 40 / profile.RATE

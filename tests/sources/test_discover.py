@@ -130,7 +130,7 @@ def test_the_plan_and_a_snapshot_carry_what_was_skipped(tree, tmp_path):
 
 
 def test_the_qa_report_lists_what_discovery_skipped(tree, tmp_path):
-    from jobs.qa.report import write_report
+    from jobs.tools.report import write_report
 
     root, _ = tree
     plan = make_plan(discover([root], INC, EXC), {}, "fp")

@@ -228,8 +228,8 @@ def _work(uri: str, source_path: str, body: bytes, source_type: str) -> dict:
 
 def test_parse_stages_read_objects_and_driver_carried_bytes(s3_server, bucket, opts):
     from jobs.config import ExcelConfig, QualityConfig
-    from jobs.parse.excel import excel_to_chunks
-    from jobs.parse.markdown import parse_documents
+    from jobs.excel.stage import excel_to_chunks
+    from jobs.markdown.parse import parse_documents
 
     md = (CORPUS / "hugo" / "server.md").read_bytes()
     xlsx = (CORPUS / "workbooks" / "stanley-cups.xlsx").read_bytes()

@@ -1,6 +1,6 @@
 import pytest
 
-from jobs.parse.markdown import clean_heading, parse_documents, parse_markdown, read_source_text
+from jobs.markdown.parse import clean_heading, parse_documents, parse_markdown, read_source_text
 from tests.conftest import CORPUS
 
 DOC = """---
@@ -133,7 +133,7 @@ def test_line_endings_are_normalised(tmp_path, newline):
 def test_a_heading_line_too_long_to_be_a_heading_is_a_paragraph():
     """A one-line file that starts with `#`: as a heading, its text would become the breadcrumb and
     leave the document without a body, so nothing of it would be chunked."""
-    from jobs.parse.markdown import MAX_HEADING_CHARS
+    from jobs.markdown.parse import MAX_HEADING_CHARS
 
     long_line = "# " + "word " * MAX_HEADING_CHARS
     for text in (long_line + "\n", long_line + "\n===\n", "[" + "x" * MAX_HEADING_CHARS + "]{.underline}\n"):

@@ -1,7 +1,7 @@
 """Quality gates: compare a run's index and load metrics with configured maxima and say which ones fail, and by how much.
 
-Inputs are the dict from `jobs.qa.index_metrics.index_metrics` and the run metrics written to qa/metrics.json
-(`jobs.qa.metrics.run_metrics`). A gate set to None is off. A gate that is on but whose metric was not measured
+Inputs are the dict from `jobs.checks.index_metrics.index_metrics` and the run metrics written to qa/metrics.json
+(`jobs.checks.metrics.run_metrics`). A gate set to None is off. A gate that is on but whose metric was not measured
 (for example `max_at_limit_share` without a token limit) fails, so a misconfiguration cannot pass silently.
 """
 
@@ -10,26 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from pydantic import BaseModel, ConfigDict, Field
-
-
-class QualityGates(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    max_empty_vector_rate: float | None = Field(
-        0.002, ge=0, description="Largest share of stored vectors with an L2 norm below 1e-6 (None: off).")
-    max_duplicate_neighbour_rate: float | None = Field(
-        0.01, ge=0, description="Largest share of chunks whose nearest other chunk is a near-duplicate "
-                                "(cosine above index_metrics' near_duplicate_cosine) (None: off).")
-    max_fragment_rate: float | None = Field(
-        None, ge=0, description="Largest share of fragment-quality chunks among the run's chunks (None: off).")
-    max_failed_file_rate: float | None = Field(
-        None, ge=0, description="Largest share of files that failed, of files done plus failed in the run (None: off).")
-    max_near_zero_token_share: float | None = Field(
-        None, ge=0, description="Largest share of chunks with fewer than 8 tokens (None: off).")
-    max_at_limit_share: float | None = Field(
-        None, ge=0, description="Largest share of chunks at 97% or more of the token limit; needs index_metrics "
-                                "to be given token_limit (None: off).")
+from jobs.config import QualityGates
 
 
 @dataclass(frozen=True)

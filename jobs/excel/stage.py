@@ -9,7 +9,7 @@ above the header becomes the table's title, merged header cells are filled acros
 over another joins it as `Parent › Child`, and a blank gap followed by a new header starts a new
 table. `excel.header_rows` pins the header where the heuristics guess wrong.
 
-A row is rendered by the first template that fits its table (jobs.chunk.templates) or as
+A row is rendered by the first template that fits its table (jobs.excel.templates) or as
 `Header: value; …`, with values shown the way the workbook formats them. Then the row filters judge
 it; an omitted row stays in the output with `omit_reason` = `<rule>: <what a person can check>`.
 """
@@ -33,9 +33,12 @@ from typing import Iterator
 
 from openpyxl.utils import get_column_letter
 
-from jobs.chunk.ids import chunk_id, sha256_text
-from jobs.chunk.quality import label, word_count
-from jobs.chunk.templates import (
+from jobs.chunks.ids import chunk_id, sha256_text
+from jobs.chunks.quality import label, word_count
+from jobs.config import ExcelConfig, QualityConfig
+from jobs.embed.tokens import token_counter
+from jobs.errors import ConfigError
+from jobs.excel.templates import (
     SEPARATOR,
     Template,
     TemplateRegistry,
@@ -46,9 +49,6 @@ from jobs.chunk.templates import (
     registry_from_texts,
     render_fallback,
 )
-from jobs.chunk.tokens import token_counter
-from jobs.config import ExcelConfig, QualityConfig
-from jobs.errors import ConfigError
 from jobs.rows import doc_marker, error_row, storable
 
 __all__ = ["SEPARATOR", "detect_header", "excel_to_chunks", "format_value", "preview", "read_workbook",

@@ -2,12 +2,12 @@ import json
 
 import pytest
 
-from jobs.chunk.merge import Unit
-from jobs.chunk.sentences import SentenceSplitter
-from jobs.chunk.tokens import token_counter
-from jobs.chunk.windows import breadcrumb_parts, chunk_document, join_units, window_bounds
 from jobs.config import ChunkingConfig, QualityConfig
-from jobs.parse.markdown import parse_markdown, read_source_text
+from jobs.embed.tokens import token_counter
+from jobs.markdown.merge import Unit
+from jobs.markdown.parse import parse_markdown, read_source_text
+from jobs.markdown.sentences import SentenceSplitter
+from jobs.markdown.windows import breadcrumb_parts, chunk_document, join_units, window_bounds
 from tests.conftest import CORPUS
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -235,7 +235,7 @@ def test_a_long_line_without_sentence_ends_is_cut_between_words():
 
 
 def test_a_sentence_over_the_budget_is_cut_between_words_then_tokens():
-    from jobs.chunk.windows import split_long_unit
+    from jobs.markdown.windows import split_long_unit
 
     counter = token_counter(MODEL)
     words = " ".join(f"word{i}" for i in range(2000))

@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.qa.report import write_report
 from jobs.store.parquet import contract_schema
+from jobs.tools.report import write_report
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 RUN_ID = "20250101-120000-abcd"
@@ -205,7 +205,7 @@ def test_empty_run_with_zero_row_part_and_no_metrics(tmp_path):
 
 
 def test_report_shows_index_health_and_gate_failures(tmp_path):
-    from jobs.qa.report import _index_section
+    from jobs.tools.report import _index_section
 
     metrics = {"index": {"vectors": 10, "empty_vector_rate": 0.0, "duplicate_neighbour_rate": 0.2, "method": "exact",
                          "near_duplicate_cosine": 0.995, "tokens": {"median": 50, "p95": 90, "max": 100},

@@ -1,4 +1,4 @@
-from jobs.chunk.merge import Unit, merge_bullet_windows, merge_small_sections
+from jobs.markdown.merge import Unit, merge_bullet_windows, merge_small_sections
 
 
 def unit(i, tokens, kind="sent", words=5):

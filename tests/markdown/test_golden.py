@@ -22,8 +22,8 @@ import os
 import pytest
 
 from jobs import PIPELINE_VERSION
-from tests.chunk.test_windows import chunk_text
 from tests.conftest import REPO
+from tests.markdown.test_windows import chunk_text
 
 GOLDEN = REPO / "tests" / "data" / "golden"
 VERSION_FILE = GOLDEN / "VERSION.json"

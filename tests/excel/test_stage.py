@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.config import ExcelConfig, QualityConfig
-from jobs.parse.excel import (
+from jobs.excel.stage import (
     detect_header,
     excel_to_chunks,
     format_value,
@@ -370,7 +370,7 @@ def test_a_dtd_in_any_xml_part_is_refused_naming_the_part(tmp_path, plain, part)
 def test_a_dtd_is_found_anywhere_in_a_part_in_utf16_and_under_any_name(tmp_path, plain):
     import random
 
-    from jobs.parse.excel import _DTD_BLOCK, _SNIFF_BYTES
+    from jobs.excel.stage import _DTD_BLOCK, _SNIFF_BYTES
 
     src = _written(tmp_path)
     rng = random.Random(3)
@@ -423,7 +423,7 @@ def test_openpyxl_told_by_the_environment_not_to_use_defusedxml_is_refused():
     import sys
 
     env = dict(os.environ, OPENPYXL_DEFUSEDXML="False")
-    proc = subprocess.run([sys.executable, "-c", "from jobs.parse.excel import require_defusedxml; require_defusedxml()"],
+    proc = subprocess.run([sys.executable, "-c", "from jobs.excel.stage import require_defusedxml; require_defusedxml()"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "OPENPYXL_DEFUSEDXML='False' in this process's environment" in proc.stderr
@@ -544,8 +544,8 @@ def test_preview_says_why_a_template_did_not_match(tmp_path):
 def test_a_worker_renders_with_the_template_texts_it_was_shipped_not_its_own_directory(tmp_path):
     import shutil
 
-    from jobs.chunk.templates import read_template_texts
-    from jobs.parse.excel import excel_to_chunks
+    from jobs.excel.stage import excel_to_chunks
+    from jobs.excel.templates import read_template_texts
 
     shipped = read_template_texts(REPO / "configs" / "templates")
     work = {"doc_id": "d", "collection": "c", "source_path": "stanley-cups.xlsx", "source_type": "excel",

@@ -1,4 +1,4 @@
-from jobs.chunk.quality import label, word_count
+from jobs.chunks.quality import label, word_count
 from jobs.config import QualityConfig
 
 CFG = QualityConfig()

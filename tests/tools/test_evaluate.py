@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.qa.evaluate import (
+from jobs.tools.evaluate import (
     EvalReport,
     GoldenQuestion,
     compare_table,

@@ -16,11 +16,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from jobs.chunk.sentences import SentenceSplitter
-from jobs.chunk.tokens import token_counter
-from jobs.chunk.windows import chunk_document
 from jobs.config import JobConfig
-from jobs.parse.markdown import decode_source_text, parse_markdown
+from jobs.embed.tokens import token_counter
+from jobs.markdown.parse import decode_source_text, parse_markdown
+from jobs.markdown.sentences import SentenceSplitter
+from jobs.markdown.windows import chunk_document
 from jobs.sources.discover import discover
 from jobs.sources.fs import StorageOptions, read_bytes
 

@@ -3,7 +3,7 @@
 1. Units (sentences, list items, whole code blocks and tables) are normalized; repeated paragraphs
    in a document are dropped; a section of nothing but links becomes a `See also:` line on the
    content before it.
-2. Thin sections merge forward within their parent (jobs/chunk/merge.py).
+2. Thin sections merge forward within their parent (jobs/markdown/merge.py).
 3. Each group is cut into sentence windows (never across groups) bounded by the embedding model's
    token limit counted with the breadcrumb prefix, preferring to cut between blocks once a window
    is `soft_min_ratio` full; windows overlap by `overlap_sentences / window_sentences` of their units.
@@ -22,13 +22,13 @@ import json
 import re
 from collections import Counter
 
-from jobs.chunk.ids import chunk_id, sha256_text
-from jobs.chunk.merge import Group, Unit, merge_bullet_windows, merge_small_sections
-from jobs.chunk.quality import label, word_count
-from jobs.chunk.tokens import TokenCounter, token_counter
+from jobs.chunks.ids import chunk_id, sha256_text
+from jobs.chunks.quality import label, word_count
 from jobs.config import ChunkingConfig, QualityConfig
-from jobs.parse.boilerplate import is_navigation, see_also_line
-from jobs.parse.normalize import normalize
+from jobs.embed.tokens import TokenCounter, token_counter
+from jobs.markdown.boilerplate import is_navigation, see_also_line
+from jobs.markdown.merge import Group, Unit, merge_bullet_windows, merge_small_sections
+from jobs.markdown.normalize import normalize
 from jobs.rows import doc_marker, error_row, storable
 
 _TAG = {"sent": "p", "list": "list", "code": "code", "table": "table", "quote": "quote", "html": "html"}

@@ -1,4 +1,4 @@
-from jobs.parse.boilerplate import is_link_only, link_texts, see_also_line
+from jobs.markdown.boilerplate import is_link_only, link_texts, see_also_line
 
 
 def test_link_only_lines():

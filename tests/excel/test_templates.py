@@ -3,9 +3,9 @@ import datetime as dt
 import openpyxl
 import pytest
 
-from jobs.chunk.templates import Template, apply_format, clean_header, load_templates, parse_text, render_fallback
 from jobs.config import ExcelConfig, QualityConfig
-from jobs.parse.excel import excel_to_chunks
+from jobs.excel.stage import excel_to_chunks
+from jobs.excel.templates import Template, apply_format, clean_header, load_templates, parse_text, render_fallback
 from tests.conftest import REPO
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
