@@ -9,10 +9,12 @@ output schema, so stages know nothing of Ray or Arrow.
 from __future__ import annotations
 
 import functools
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pyarrow as pa
+import ray.data
 
 from jobs.config import ResourcesConfig
 from jobs.rows import error_row
@@ -92,10 +94,6 @@ def _actor_pool(stage: Stage):
     """A fixed pool; `tasks_in_flight` counts per concurrent call. Concurrent calls need an
     ActorPoolStrategy that takes `max_concurrent_calls_per_actor` and `enable_true_multi_threading`
     (Ray 2.60 does); with an older Ray the calls run one at a time, which is only slower."""
-    import inspect
-
-    import ray.data
-
     res, calls = stage.resources, stage.calls_per_actor
     kwargs = {"size": res.pool_size or 1,
               "max_tasks_in_flight_per_actor": res.tasks_in_flight * calls if res.tasks_in_flight else None}
@@ -112,8 +110,6 @@ def apply(ds, stage: Stage, retries: int | None = None):
     `retries`: how often a task (or an actor call) is run again after its worker process died. Ray Data
     retries for ever by default, so a document that reliably kills its worker (an OOM) would stall the
     run; bounded, the block fails and the job records its documents (see jobs.ingest.build_dataset)."""
-    import ray.data
-
     res = stage.resources
     common = dict(
         batch_size=res.batch_size,

@@ -110,7 +110,7 @@ def cmd_ingest(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from jobs.ingest import plan_only
+    from jobs.plan import plan_only
 
     plan = plan_only(_load(args))
     counts = plan.counts()
@@ -167,7 +167,7 @@ def cmd_search(args) -> int:
         raise NotFoundError(f"queries file not found: {args.queries}")
     cfg, store = _store(args)
     with store:
-        searcher = Searcher(store, args.collection, ef_search=cfg.database.ef_search)
+        searcher = Searcher(store, args.collection or cfg.collection, ef_search=cfg.database.ef_search)
         queries = [args.query] if args.query else [
             line.strip() for line in Path(args.queries).read_text(encoding="utf-8").splitlines() if line.strip()]
         for q in queries:
@@ -213,7 +213,7 @@ def cmd_reembed(args) -> int:
     from jobs.reembed import run_reembed
 
     cfg = _db_config(args)
-    r = run_reembed(cfg, args.collection, args.model, drop_old=args.drop_old)
+    r = run_reembed(cfg, args.collection or cfg.collection, args.model, drop_old=args.drop_old)
     print(f"collection {r.collection}: {r.old_model} → {r.new_model} (table {r.table})")
     print(f"re-embedded {r.documents} documents, {r.chunks} chunks in {r.seconds:.1f} s"
           + (f" (resumed: {r.resumed_from} were already done)" if r.resumed_from else ""))
@@ -226,7 +226,7 @@ def cmd_bench_embedders(args) -> int:
     from jobs.tools.bench_embedders import bench_embedders, format_bench
 
     cfg = _db_config(args)
-    entries, winner = bench_embedders(cfg, args.collection, Path(args.golden), args.models, args.write_winner)
+    entries, winner = bench_embedders(cfg, args.collection or cfg.collection, Path(args.golden), args.models, args.write_winner)
     if args.json:
         print(json.dumps({"winner": winner.model, "models": [
             {"model": e.model, "dimension": e.space.dimension, "embed_seconds": round(e.embed_seconds, 2),
@@ -251,7 +251,7 @@ def cmd_load(args) -> int:
 
 def cmd_templates(args) -> int:
     from jobs.config import load_config
-    from jobs.excel.stage import preview
+    from jobs.excel.preview import preview
 
     cfg = load_config(_config_path(args))
     if not Path(args.file).is_file():
@@ -290,11 +290,9 @@ def cmd_eval(args) -> int:
     from jobs.search import Searcher
     from jobs.tools.evaluate import compare_table, evaluate, format_report, load_golden, write_hits
 
-    names = args.compare or [args.collection]
-    if not names[0]:
-        raise UserError("give --collection NAME or --compare A B")
     questions = load_golden(args.golden)
     cfg, store = _store(args)
+    names = args.compare or [args.collection or cfg.collection]
     reports = {}
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     with store:
@@ -365,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("search", help="nearest chunks to a query (pgvector HNSW, cosine)")
-    p.add_argument("--collection", required=True)
+    p.add_argument("--collection", help="default: the config's collection")
     p.add_argument("-k", type=int, default=5)
     p.add_argument("--json", action="store_true", help="one JSON line per query")
     p.add_argument("--queries", metavar="FILE", help="one query per line")
@@ -374,8 +372,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser("eval", help="recall@1/5/10 and MRR of a collection against golden questions")
-    target = p.add_mutually_exclusive_group(required=True)
-    target.add_argument("--collection")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--collection", help="default: the config's collection")
     target.add_argument("--compare", nargs=2, metavar=("A", "B"), help="two collections side by side")
     p.add_argument("--golden", required=True, metavar="FILE",
                    help="JSONL (question + chunk_id / source_path / answer) or SQuAD-format JSON such as XQuAD")
@@ -392,14 +390,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("reembed", help="a new embedding space for a collection from its stored chunks")
-    p.add_argument("--collection", required=True)
+    p.add_argument("--collection", help="default: the config's collection")
     p.add_argument("--model", required=True, help="sentence-transformers name, hub id or local path")
     p.add_argument("--drop-old", action="store_true", help="drop the previous space once switched")
     _add_db_args(p, "device, dtype, batch size; and the fingerprint to carry over")
     p.set_defaults(func=cmd_reembed)
 
     p = sub.add_parser("bench-embedders", help="embed a collection's chunks with each model; pick by recall")
-    p.add_argument("--collection", required=True)
+    p.add_argument("--collection", help="default: the config's collection")
     p.add_argument("--golden", required=True, metavar="FILE")
     p.add_argument("--models", nargs="+", required=True, metavar="MODEL", help="ties go to the one listed first")
     p.add_argument("--write-winner", action="store_true", help="switch the collection to the winner's vectors")

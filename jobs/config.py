@@ -13,12 +13,15 @@ import os
 import re
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from jobs import PIPELINE_VERSION
+from jobs.defaults import templates_dir
 from jobs.errors import ConfigError, NotFoundError
+from jobs.sources.fs import check_uri, scheme_of
 
 _COLLECTION_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
@@ -52,8 +55,6 @@ class _Strict(BaseModel):
 
 def _uri(value: object) -> str:
     """A local path or an object-store URI (s3://, gs://, abfs://); credentials inside a URI are refused."""
-    from jobs.sources.fs import check_uri, scheme_of
-
     text = os.fspath(value) if isinstance(value, os.PathLike) else value
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"expected a path or URI, got {value!r}")
@@ -113,8 +114,6 @@ class StorageConfig(_Strict):
     def _endpoint(cls, v: str | None) -> str | None:
         if v is None:
             return v
-        from urllib.parse import urlsplit
-
         parts = urlsplit(v)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"storage.endpoint_url must be http(s)://host[:port], got {v!r}")
@@ -214,8 +213,6 @@ class QualityConfig(_Strict):
 
 
 def _shipped_templates() -> Path:
-    from jobs.defaults import templates_dir
-
     return templates_dir()
 
 

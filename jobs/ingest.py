@@ -22,6 +22,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
 import psycopg
+import ray
+import ray.data
+from ray.data import DataContext
 
 from jobs import adapter
 from jobs.checks.gates import check_gates
@@ -33,19 +36,21 @@ from jobs.embed.encoder import Embedder
 from jobs.embed.models import embedding_dimension
 from jobs.embed.tokens import token_counter
 from jobs.errors import ConfigError, UserError
-from jobs.excel.stage import excel_to_chunks, write_discard_report
+from jobs.excel.discards import write_discard_report
+from jobs.excel.stage import excel_to_chunks
 from jobs.excel.templates import read_template_texts
 from jobs.home import home, runs_dir
 from jobs.markdown.parse import parse_documents
 from jobs.markdown.sentences import SentenceSplitter
 from jobs.markdown.windows import chunk_documents
+from jobs.plan import make_plan_for
 from jobs.rows import CHUNK_SCHEMA, DOC_SCHEMA
 from jobs.sources import fs
-from jobs.sources.discover import discover
-from jobs.sources.manifest import load_manifest, snapshot
-from jobs.sources.plan import Plan, make_plan
+from jobs.sources.manifest import load_manifest
+from jobs.store.connection import DatabaseUnavailable
+from jobs.store.locks import CollectionBusy
 from jobs.store.parquet import RunOutput
-from jobs.store.pgvector import CollectionBusy, DatabaseUnavailable, PgStore
+from jobs.store.pgvector import PgStore
 from jobs.store.sink import DocumentSink
 from jobs.store.url import database_url
 from jobs.tools.report import write_report
@@ -90,30 +95,6 @@ def input_roots(cfg: JobConfig) -> list[str]:
     return list(load_manifest(cfg.input.manifest)["roots"])
 
 
-def make_plan_for(cfg: JobConfig, store: PgStore, storage: fs.StorageOptions | None = None) -> tuple[Plan, list]:
-    """Discover and plan. Files whose listing matches what the store recorded are not read (unless
-    input.trust_listing is off); the sha256 of the others decides add/update/skip."""
-    storage = storage or fs.StorageOptions.from_config(cfg.storage)
-    stored = store.stored_documents(cfg.collection)
-    known = stored if cfg.input.trust_listing else None
-    if cfg.input.manifest is None:
-        files = discover(cfg.input.roots, cfg.input.include, cfg.input.exclude, storage, known,
-                         follow_external_links=cfg.input.follow_external_links)
-        return make_plan(files, stored, cfg.fingerprint(), cfg.keep_removed), files
-    manifest = load_manifest(cfg.input.manifest)
-    roots = cfg.input.roots or list(manifest["roots"])
-    snap = snapshot(manifest, roots, cfg.input.include, cfg.input.exclude, storage, known,
-                    follow_external_links=cfg.input.follow_external_links)
-    # Changed or missing files keep whatever the store holds for them: the snapshot says nothing new.
-    held = {p for p in snap.changed + snap.missing}
-    plan = make_plan(snap.files, {p: d for p, d in stored.items() if p not in held}, cfg.fingerprint(),
-                     cfg.keep_removed)
-    plan.not_as_frozen = sorted(held)
-    for path in plan.not_as_frozen:
-        log.warning("%s changed or vanished since the manifest was frozen: left out of this run", path)
-    return plan, snap.files
-
-
 # Workers load models from package paths; tokenizers' own threads would fight Ray's workers.
 WORKER_ENV = {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_DISABLE_TELEMETRY": "1"}
 
@@ -133,8 +114,6 @@ def init_ray(cfg: JobConfig) -> bool:
     ran `ray.init` without an address, which starts a Ray of the process's own (or, should a `ray
     start` cluster be running on this machine, joins it): the run then stops it itself
     (stop_ray_in_background), and stopping a Ray it only joined just disconnects."""
-    import ray
-
     if ray.is_initialized():
         return False
     address = os.environ.get("RAY_ADDRESS")
@@ -147,8 +126,6 @@ def init_ray(cfg: JobConfig) -> bool:
         os.environ.update(WORKER_ENV)
         ray.init(num_cpus=cfg.ray.num_cpus or max(os.cpu_count() or 1, 4), include_dashboard=False,
                  log_to_driver=True)
-    from ray.data import DataContext
-
     ctx = DataContext.get_current()
     ctx.enable_progress_bars = cfg.ray.progress_bars
     ctx.enable_operator_progress_bars = cfg.ray.progress_bars
@@ -159,8 +136,6 @@ def stop_ray_in_background() -> threading.Thread:
     """Stop the local Ray this run started while the driver builds the index and writes the report.
     Its processes take a second or two to exit, and left to Ray's exit hook, which also sleeps half
     a second first, the job would wait through both after its last step."""
-    import ray
-
     def stop() -> None:
         try:
             ray.shutdown()
@@ -174,8 +149,6 @@ def stop_ray_in_background() -> threading.Thread:
 
 def check_reachable(cfg: JobConfig) -> None:
     """Refuse a plain local input path on a multi-node Ray (see fs.local_read_refusal); Ray must be up."""
-    import ray
-
     alive = sum(1 for node in ray.nodes() if node.get("Alive"))
     refusal = fs.local_read_refusal(input_roots(cfg), alive, cfg.input.read_via_driver)
     if refusal:
@@ -237,8 +210,6 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
     """The Ray Data plan: one branch per source type, unioned before the embedding actor pool. Work
     items carry each source's path or object URI; the parse tasks read it on their own node, with
     `storage` (endpoint, region, secret-file credentials as SecretStr) shipped in the stage arguments."""
-    import ray.data
-
     local = not os.environ.get("RAY_ADDRESS")  # a Ray of this process's own, not a cluster joined
     retries = cfg.ray.task_retries
     # A block whose task failed past its retries (its worker died each time) is dropped instead of
@@ -349,14 +320,6 @@ def stage_summary(stage_stats: dict, vectors: int) -> dict:
                            **({"fused": True} if any("->" in op or "+" in op for op, _ in ops) else {}))
     out["load"] = entry(vectors, stage_stats.get("sink", {}).get("seconds", 0.0))
     return out
-
-
-def plan_only(cfg: JobConfig) -> Plan:
-    """What ingest would do; reads only the listing and the files whose listing changed, writes nothing."""
-    with PgStore(database_url(cfg), cfg.database.schema_name) as store:
-        store.migrate()
-        plan, _ = make_plan_for(cfg, store)
-        return plan
 
 
 def run_ingest(cfg: JobConfig, run_id: str | None = None) -> IngestResult:

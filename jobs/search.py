@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from sentence_transformers import SentenceTransformer
+
 from jobs.embed.models import resolve_model
 from jobs.store.pgvector import PgStore, UnknownCollection
 
 
 class Searcher:
     def __init__(self, store: PgStore, collection: str, ef_search: int = 40):
-        from sentence_transformers import SentenceTransformer
-
         coll = store.get_collection(collection)
         if coll is None:
             known = ", ".join(c.name for c in store.list_collections()) or "none yet"

@@ -3,12 +3,16 @@ a bug is exit 4 with its traceback saved under $CORPUSMILL_HOME/logs/."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from jobs import cli
 from jobs.errors import ConfigError, NotFoundError, UnreachableError, UserError
-from jobs.store.pgvector import CollectionBusy, CollectionMismatch, DatabaseUnavailable, UnknownCollection
-from tests.conftest import REPO
+from jobs.store.connection import DatabaseUnavailable
+from jobs.store.locks import CollectionBusy
+from jobs.store.pgvector import CollectionMismatch, UnknownCollection
+from tests.conftest import CORPUS, REPO, write_config
 
 
 @pytest.fixture()
@@ -129,14 +133,29 @@ def test_an_output_directory_that_cannot_be_written_is_a_one_line_error(monkeypa
                                                "/mnt/runs/part-00001.parquet")
 
 
-def test_status_reaches_the_database_without_importing_the_pipeline(pg_url):
+# What each light command may import; a fresh process shows what the command pulled in, not what this
+# test session holds. `search` embeds the query, so it needs the model (torch), never Ray or spaCy.
+_PIPELINE = ("ray", "spacy", "matplotlib", "jobs.ingest", "jobs.adapter")
+_LIGHT = {"status": _PIPELINE + ("torch", "sentence_transformers"), "db": _PIPELINE + ("torch", "sentence_transformers"),
+          "plan": _PIPELINE + ("torch", "sentence_transformers"), "search": _PIPELINE}
+
+
+@pytest.mark.parametrize("command", sorted(_LIGHT))
+def test_light_commands_import_neither_ray_spacy_nor_matplotlib(command, pg_url, store, tmp_path):
     import subprocess
     import sys
 
-    # A fresh process: which modules `corpusmill status` pulled in, not what this test session holds.
-    probe = ("import sys; from jobs.cli import main; code = main(['status', '--database-url', sys.argv[1]]); "
-             "heavy = [m for m in ('ray', 'torch', 'spacy', 'matplotlib', 'sentence_transformers', 'jobs.ingest') "
-             "if m in sys.modules]; print('HEAVY', heavy); sys.exit(code)")
-    out = subprocess.run([sys.executable, "-c", probe, pg_url], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert "HEAVY []" in out.stdout
+    from jobs.config import load_config
+    from jobs.embed.models import embedding_dimension
+
+    cfg = write_config(tmp_path / "job.yaml", "light_t", [CORPUS / "hugo"], database__url=pg_url)
+    model = load_config(cfg).embedding.model
+    store.ensure_collection("light_t", model, embedding_dimension(model))
+    argv = {"status": ["status", "--database-url", pg_url], "db": ["db", "url"],
+            "plan": ["plan", "--config", str(cfg)], "search": ["search", "--config", str(cfg), "redirects"]}[command]
+    probe = ("import json, sys; from jobs.cli import main; code = main(json.loads(sys.argv[1])); "
+             "print('LOADED', json.dumps([m for m in json.loads(sys.argv[2]) if m in sys.modules])); sys.exit(code)")
+    out = subprocess.run([sys.executable, "-c", probe, json.dumps(argv), json.dumps(_LIGHT[command])],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "LOADED []" in out.stdout, out.stdout[-2000:]

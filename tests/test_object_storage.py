@@ -200,7 +200,7 @@ def test_kill_9_and_resume_with_inputs_and_outputs_in_a_bucket(tmp_path, env, pg
 
 def test_a_bucket_of_3000_objects_is_replanned_without_reading_bodies(tmp_path, env, pg_url, s3_server, bucket):
     from jobs.config import load_config
-    from jobs.ingest import make_plan_for
+    from jobs.plan import make_plan_for
     from jobs.sources import fs
     from jobs.store.pgvector import PgStore
 

@@ -1,5 +1,6 @@
-"""`pip install .` works outside the checkout: the wheel carries the SQL migrations, the default configs
-and the row templates, and an installed corpusmill ingests, reports and searches from any directory.
+"""`pip install .` works outside the checkout: the wheel carries the SQL migrations, the default configs,
+the row templates and the QA report's page template, and an installed corpusmill ingests, reports and
+searches from any directory.
 
 The slow tests build the wheel the way docker/ does (no build isolation: no network) from a copy of the
 source, install it into a fresh venv outside the repository that sees the dev venv's dependencies but
@@ -139,12 +140,14 @@ def test_the_wheel_ingests_and_searches_outside_the_checkout(tmp_path, pg_url):
     ray_tmp = Path(tempfile.mkdtemp(prefix="cmpkg-", dir="/tmp"))  # Unix socket paths must stay short
     env = _clean_env(CORPUSMILL_HOME=str(tmp_path / "home"), DATABASE_URL=pg_url, RAY_TMPDIR=str(ray_tmp))
 
-    where = json.loads(_run([bin_ / "python", "-c", "import json, jobs, jobs.defaults, jobs.store.pgvector as p; "
-                             "print(json.dumps([jobs.__file__, str(jobs.defaults.configs_dir()), str(p.MIGRATIONS_DIR)]))"],
-                            cwd=work, env=env).stdout)
+    where = json.loads(_run([bin_ / "python", "-c", "import json, jobs, jobs.defaults, jobs.store.pgvector as p, "
+                             "jobs.tools.report as r; print(json.dumps([jobs.__file__, str(jobs.defaults.configs_dir()), "
+                             "str(p.MIGRATIONS_DIR), r.__file__]))"], cwd=work, env=env).stdout)
     site = str(tmp_path / "venv" / "lib")
     assert all(w.startswith(site) for w in where), where
     assert Path(where[1], "local.yaml").is_file() and len(list(Path(where[2]).glob("*.sql"))) >= 3
+    # ingest logs a report failure rather than failing the run, so a wheel without the page template would pass below
+    assert Path(where[3]).with_name("templates").joinpath("report.html.j2").is_file()
 
     corpusmill = bin_ / "corpusmill"
     try:

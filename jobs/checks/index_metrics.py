@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from jobs.store.pgvector import index_name
+from jobs.store.names import index_name
 
 EMPTY_NORM = 1e-6
 NEAR_ZERO_TOKENS = 8

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 
+from jobs.checks.distribution import distribution
 from jobs.store.sink import SinkStats
 
 
@@ -18,6 +18,7 @@ def _histogram(values: list[int], edges: list[int]) -> dict[str, int]:
 
 def run_metrics(stats: SinkStats, plan_counts: dict, seconds: float) -> dict:
     tokens, words = stats.tokens, stats.words
+    t, w = distribution(tokens), distribution(words)
     return {
         "files": {**plan_counts, "done": stats.docs_done, "empty": stats.docs_empty, "failed": stats.docs_failed},
         "chunks": {
@@ -29,10 +30,10 @@ def run_metrics(stats: SinkStats, plan_counts: dict, seconds: float) -> dict:
             "omitted_by_reason": dict(stats.omit_reasons),
         },
         "embedded_chunks": {
-            "tokens_mean": round(statistics.fmean(tokens), 1) if tokens else None,
-            "tokens_median": statistics.median(tokens) if tokens else None,
-            "words_mean": round(statistics.fmean(words), 1) if words else None,
-            "words_median": statistics.median(words) if words else None,
+            "tokens_mean": t["mean"],
+            "tokens_median": t["median"],
+            "words_mean": w["mean"],
+            "words_median": w["median"],
             "token_histogram": _histogram(tokens, [0, 16, 32, 64, 128, 192, 256, 384, 512]),
         },
         "text_changes": dict(sorted(stats.text_changes.items())),

@@ -18,6 +18,8 @@ import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from jobs.embed.models import resolve_model
 from jobs.embed.tokens import token_counter
 from jobs.errors import NotAvailableError
@@ -27,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 def pick_device(device: str, num_gpus: float) -> str:
-    import torch
+    import torch  # late: torch loads in the encoding actor, not in a driver that only names the stage
 
     has_cuda = torch.cuda.is_available()
     if device == "cuda" and not has_cuda:
@@ -59,6 +61,7 @@ class Embedder:
     def __init__(self, model: str, *, device: str = "auto", dtype: str = "float32", encode_batch_size: int = 64,
                  torch_threads: int | None = None, num_gpus: float = 0.0, max_batch_tokens: int | None = None,
                  workers: int = 1):
+        # Late: torch and sentence-transformers load in the encoding actor, not in a driver that only names the stage.
         import torch
         from sentence_transformers import SentenceTransformer
 
@@ -98,8 +101,6 @@ class Embedder:
         """Normalised float32 vectors, in the order of `texts`, computed in token-budget batches grouped
         by length (see token_budget_batches), so short texts are never padded to a long neighbour. With
         several workers the batches run on all of them, longest first, and calls share the workers."""
-        import numpy as np
-
         out = np.zeros((len(texts), self.model.get_embedding_dimension()), dtype=np.float32)
         if not texts:
             return out
@@ -114,8 +115,7 @@ class Embedder:
         return out
 
     def _encode_batch(self, texts: list[str]):
-        import numpy as np
-        import torch
+        import torch  # late: see __init__
 
         model = self._idle.get()  # as many copies as workers, so one is always free here
         try:

@@ -41,7 +41,7 @@ def _packaged_path(ref: str) -> Path | None:
 
 def _cached_path(ref: str) -> Path | None:
     try:
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import snapshot_download  # late: only a model that is no local path or package needs the hub
 
         return Path(snapshot_download(ref, local_files_only=True))
     except Exception:
@@ -73,7 +73,7 @@ def embedding_dimension(ref: str) -> int:
     info = resolve_model(ref)
     if info.dimension:
         return info.dimension
-    from sentence_transformers import SentenceTransformer
+    from sentence_transformers import SentenceTransformer  # late: only when the model's files do not name the dimension
 
     return SentenceTransformer(info.location, device="cpu").get_embedding_dimension()
 

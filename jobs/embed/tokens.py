@@ -22,7 +22,7 @@ class TokenCounter:
         location = Path(info.location)
         self._fast = None
         if (location / "tokenizer.json").is_file():
-            from tokenizers import Tokenizer
+            from tokenizers import Tokenizer  # late: see the module docstring (milliseconds, not seconds)
 
             self._fast = Tokenizer.from_file(str(location / "tokenizer.json"))
             self._fast.no_truncation()
@@ -31,7 +31,7 @@ class TokenCounter:
             config = location / "tokenizer_config.json"
             model_max = json.loads(config.read_text()).get("model_max_length", 512) if config.is_file() else 512
         else:
-            from transformers import AutoTokenizer
+            from transformers import AutoTokenizer  # late: seconds to import, for models without tokenizer.json only
 
             self.tokenizer = AutoTokenizer.from_pretrained(info.location)
             self.special = self.tokenizer.num_special_tokens_to_add(pair=False)

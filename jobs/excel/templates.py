@@ -25,7 +25,6 @@ empty falls back to the generic rendering. Write `\\[ \\] \\{ \\}` for literal b
 from __future__ import annotations
 
 import datetime as dt
-import fnmatch
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -35,6 +34,7 @@ import yaml
 
 from jobs.config import template_files
 from jobs.errors import ConfigError
+from jobs.sources.globs import matches
 
 SEPARATOR = " › "
 
@@ -193,6 +193,17 @@ def _validate_format(column: str, spec) -> None:
         raise ValueError(f"format of {column!r}: {spec!r} is not a number format spec ({exc})") from exc
 
 
+def file_matches(file_name: str, source_path: str, globs: tuple[str, ...] | list[str]) -> bool:
+    """Whether a file glob matches the file's name or its source path, in the project's one glob
+    dialect (jobs.sources.globs), so `passes*.xlsx` finds the file in any directory."""
+    return matches(file_name, list(globs)) or matches(source_path, list(globs))
+
+
+def sheet_matches(sheet: str, globs: tuple[str, ...] | list[str]) -> bool:
+    """Whether a sheet glob matches the sheet's name, ignoring case: Excel does not tell `Passes` from `PASSES`."""
+    return matches(sheet.casefold(), [g.casefold() for g in globs])
+
+
 def _globs(value, what: str) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -257,11 +268,11 @@ class Template:
 
     def covers(self, file_name: str, source_path: str, sheet: str) -> bool:
         """File glob against the name or the path, then the sheet (any sheet when neither is given)."""
-        if not any(fnmatch.fnmatch(file_name, g) or fnmatch.fnmatch(source_path, g) for g in self.files):
+        if not file_matches(file_name, source_path, self.files):
             return False
         if self.sheet_regex is not None and not self.sheet_regex.search(sheet):
             return False
-        return not self.sheets or any(fnmatch.fnmatch(sheet.casefold(), g.casefold()) for g in self.sheets)
+        return not self.sheets or sheet_matches(sheet, self.sheets)
 
     def _find(self, name: str, index: tuple[dict, dict]) -> int | None:
         by_key, by_last = index

@@ -14,12 +14,16 @@ Rules that matter for retrieval:
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib  # Python 3.11+ (pyproject: requires-python >= 3.11)
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import yaml
+
+from jobs.rows import error_fields
+from jobs.sources.fs import work_bytes
 
 _FENCE_OPEN = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _ATX = re.compile(
@@ -302,11 +306,6 @@ def parse_documents(rows: list[dict], *, title_from_front_matter: bool = True, o
     or parsed becomes an error row; the others go on. `abs_path` is a local path or an object URI,
     read here on the worker (`storage`: jobs.sources.fs.StorageOptions), unless the driver put the
     bytes in `content` (--read-via-driver)."""
-    import json
-
-    from jobs.rows import error_fields
-    from jobs.sources.fs import work_bytes
-
     out = []
     for work in rows:
         if work.get("error_stage"):

@@ -61,6 +61,7 @@ def _load_lean(name: str):
     CPU in every process that loads even the small model). A pipeline that needs no plugin loads
     without them; one that does (en_core_web_trf's `transformer`) misses its factory and is loaded
     again the normal way."""
+    # Late: spaCy loads in the sentence actors, not in a driver that only names the stage.
     import spacy
     from spacy import util
 
@@ -80,7 +81,7 @@ def _load_lean(name: str):
 
 def load_sentence_pipeline(name: str, *, require_gpu: bool = False, download_missing: bool = False):
     """Load `name` (package or path) with only sentence-boundary components enabled."""
-    import spacy
+    import spacy  # late: see _load_without_plugins
 
     if require_gpu:
         try:
@@ -99,7 +100,7 @@ def load_sentence_pipeline(name: str, *, require_gpu: bool = False, download_mis
             continue
     if nlp is None and download_missing:
         log.warning("spaCy pipeline %s not installed; downloading it", name)
-        from spacy.cli import download
+        from spacy.cli import download  # late: only when a pipeline must be downloaded
 
         download(name)
         nlp = _load_lean(name)

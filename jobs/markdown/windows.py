@@ -22,8 +22,8 @@ import json
 import re
 from collections import Counter
 
-from jobs.chunks.ids import chunk_id, sha256_text
-from jobs.chunks.quality import label, word_count
+from jobs.chunks.build import chunk_rows
+from jobs.chunks.quality import word_count
 from jobs.config import ChunkingConfig, QualityConfig
 from jobs.embed.tokens import TokenCounter, token_counter
 from jobs.markdown.boilerplate import is_navigation, see_also_line
@@ -469,38 +469,14 @@ def chunk_document(doc: dict, chunking: ChunkingConfig, quality: QualityConfig, 
     if not drafts:
         return [doc_marker(doc, "empty", doc_stats=doc_stats)]
     token_counts = counter.count([d["embed_text"] for d in drafts])
-    per_path: Counter = Counter()
-    out = []
-    for seq, (d, tokens) in enumerate(zip(drafts, token_counts)):
-        words = word_count(d["text"])
-        q, omitted, reason = label(d["text"], words, tokens, counter.limit, "markdown", quality)
-        text_sha = sha256_text(d["text"])
+    per_path: Counter = Counter()  # n in the locator counts chunks under the same heading path
+    locators = []
+    for d in drafts:
         path_key = chunking.breadcrumb_separator.join(d["heading_path"])
-        n = per_path[path_key]
+        locators.append(f"{doc['source_path']}##{path_key}#{per_path[path_key]}")
         per_path[path_key] += 1
-        out.append({
-            **d,
-            "chunk_id": chunk_id(doc["collection"], f"{doc['source_path']}##{path_key}#{n}", text_sha,
-                                 doc["pipeline_fingerprint"]),
-            "collection": doc["collection"],
-            "doc_id": doc["doc_id"],
-            "source_path": doc["source_path"],
-            "source_type": "markdown",
-            "seq": seq,
-            "token_count": tokens,
-            "word_count": words,
-            "quality": q,
-            "omitted": omitted,
-            "omit_reason": reason,
-            "text_sha256": text_sha,
-            "pipeline_fingerprint": doc["pipeline_fingerprint"],
-            "run_id": doc["run_id"],
-            "row_kind": "chunk",
-            "doc_rows": len(drafts),
-            "content_sha256": doc["content_sha256"],
-            "doc_stats": doc_stats if seq == 0 else None,
-        })
-    return out
+    return chunk_rows(doc, drafts, source_type="markdown", locators=locators, token_counts=token_counts,
+                      token_limit=counter.limit, quality=quality, doc_stats=doc_stats)
 
 
 def chunk_documents(rows: list[dict], *, chunking: ChunkingConfig, quality: QualityConfig,

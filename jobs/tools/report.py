@@ -3,14 +3,13 @@
 Reads only what the run left on disk (chunk Parquet parts, errors.parquet, run.json, qa/metrics.json),
 so a report can be rebuilt for any past run without the database or Ray, and writes next to
 metrics.json under `qa/`: breakdown.json, sample.jsonl, flagged.json/.csv, three PNG plots and a
-single self-contained report.html.
+single self-contained report.html (rendered from templates/report.html.j2, which escapes everything it shows).
 """
 
 from __future__ import annotations
 
 import base64
 import csv
-import html
 import io
 import json
 import random
@@ -27,7 +26,10 @@ matplotlib.use("Agg")  # report machines have no display; must precede the pyplo
 import matplotlib.pyplot as plt  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
+from jinja2 import Environment, FileSystemLoader, StrictUndefined  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
+
+from jobs.checks.distribution import distribution  # noqa: E402
 
 # The embedding column is left out: the report never needs vectors, and on a large run they dwarf the rest.
 _COLUMNS = ["chunk_id", "source_path", "source_type", "heading_path", "text", "seq", "tags",
@@ -217,15 +219,8 @@ def build_breakdown(chunks: _Chunks) -> dict:
                            "omitted": quality_omitted[q]} for q in order},
         "omitted_by_reason": dict(Counter(_reason(r) for r, o in zip(chunks.omit_reason, chunks.omitted) if o)
                                   .most_common()),
-        "chunks_per_file": {"files": len(per_file), **_distribution(list(per_file.values()))},
+        "chunks_per_file": {"files": len(per_file), **distribution(list(per_file.values()))},
     }
-
-
-def _distribution(values: list[int]) -> dict:
-    if not values:
-        return {"min": None, "median": None, "mean": None, "max": None}
-    return {"min": min(values), "median": statistics.median(values), "mean": round(statistics.fmean(values), 1),
-            "max": max(values)}
 
 
 def build_sample(chunks: _Chunks, sample_size: int, seed: int) -> list[dict]:
@@ -363,138 +358,39 @@ def _plot_chunks_per_file(chunks: _Chunks):
 
 # ---------------------------------------------------------------------------------------------- HTML
 
-_CSS = """
-:root { --ink: #1f2933; --muted: #616e7c; --line: #e4e7eb; --bg-alt: #f7f9fb; --accent: #1f5fa8; }
-* { box-sizing: border-box; }
-body { margin: 0; color: var(--ink); background: #fff; font: 15px/1.5 -apple-system, BlinkMacSystemFont, "Segoe UI",
-  Roboto, "Helvetica Neue", Arial, sans-serif; }
-main { max-width: 1100px; margin: 0 auto; padding: 32px 28px 64px; }
-header { border-bottom: 3px solid var(--accent); padding-bottom: 16px; margin-bottom: 8px; }
-h1 { font-size: 26px; margin: 0 0 6px; }
-h2 { font-size: 20px; margin: 40px 0 12px; padding-bottom: 6px; border-bottom: 1px solid var(--line); }
-h3 { font-size: 16px; margin: 24px 0 8px; }
-.meta { color: var(--muted); margin: 0; }
-.meta code, td code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 13px;
-  background: var(--bg-alt); padding: 1px 5px; border-radius: 3px; overflow-wrap: anywhere; }
-.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(140px, 1fr)); gap: 12px; margin: 20px 0 4px; }
-.card { border: 1px solid var(--line); border-radius: 6px; padding: 10px 14px; background: var(--bg-alt); }
-.card .n { font-size: 24px; font-weight: 600; font-variant-numeric: tabular-nums; }
-.card .k { color: var(--muted); font-size: 13px; }
-.card.bad .n { color: #c62828; }
-nav { font-size: 14px; margin-top: 14px; }
-nav a { color: var(--accent); text-decoration: none; margin-right: 14px; }
-.note { color: var(--muted); font-size: 14px; }
-.warn { background: #fff8e1; border-left: 4px solid #f9a825; padding: 8px 12px; margin: 12px 0; }
-figure { margin: 16px 0 28px; }
-figure img { width: 100%; max-width: 1000px; height: auto; border: 1px solid var(--line); border-radius: 4px; }
-figcaption { color: var(--muted); font-size: 14px; margin-top: 4px; }
-table { border-collapse: collapse; width: 100%; margin: 8px 0 16px; font-size: 14px; }
-th, td { text-align: left; padding: 6px 10px; border-bottom: 1px solid var(--line); vertical-align: top; }
-th { background: var(--bg-alt); font-weight: 600; border-bottom: 2px solid var(--line); }
-tbody tr:nth-child(even) { background: #fbfcfd; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-td.text { min-width: 300px; width: 42%; }
-td.reason { max-width: 200px; }
-.clip { white-space: pre-wrap; overflow-wrap: anywhere; max-height: 7.5em; overflow: auto; }
-td.path { min-width: 180px; overflow-wrap: anywhere; }
-.tables { display: grid; grid-template-columns: 1fr 1fr; gap: 0 28px; }
-@media (max-width: 800px) { .tables { grid-template-columns: 1fr; } }
-.badge { display: inline-block; padding: 0 7px; border-radius: 10px; font-size: 12px; color: #fff; white-space: nowrap; }
-.badge.light { color: var(--ink); }
-.sample { border: 1px solid var(--line); border-radius: 6px; padding: 10px 14px; margin: 0 0 12px; }
-.sample .where { font-size: 13px; color: var(--muted); margin-bottom: 6px; }
-.sample .body { white-space: pre-wrap; overflow-wrap: anywhere; max-height: 14em; overflow: auto; font-size: 14px; }
-footer { margin-top: 48px; color: var(--muted); font-size: 13px; }
-"""
-
-
-def _e(value) -> str:
-    return html.escape("" if value is None else str(value))
-
-
 def _num(value) -> str:
     if value is None:
         return "–"
     return f"{value:,}" if isinstance(value, int) else f"{value:,.1f}".rstrip("0").rstrip(".")
 
 
-def _badge(quality: str) -> str:
-    # White on the amber of `short` is unreadable; dark text keeps the plot's colour and the contrast.
-    light = " light" if quality == "short" else ""
-    return f'<span class="badge{light}" style="background:{_QUALITY_COLOURS.get(quality, "#607d8b")}">{_e(quality)}</span>'
+def _text(value) -> str:
+    return "" if value is None else str(value)
 
 
-def _table(headers: list[str], rows: list[list[str]], numeric: set[int] = frozenset(), classes: dict[int, str] = None) -> str:
-    """Cells in `rows` must already be escaped HTML; headers are escaped here."""
-    classes = dict(classes or {}) | {i: "num" for i in numeric}
-    head = "".join(f'<th class="{classes[i]}">{_e(h)}</th>' if i in classes else f"<th>{_e(h)}</th>"
-                   for i, h in enumerate(headers))
-    body = "".join("<tr>" + "".join(f'<td class="{classes[i]}">{c}</td>' if i in classes else f"<td>{c}</td>"
-                                    for i, c in enumerate(r)) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+# autoescape=True rather than select_autoescape(): the template is HTML but named .j2. Every value handed to it is
+# plain data (chunk text, file names, error messages), escaped there and nowhere else.
+_ENV = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=True,
+                   undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                   # metrics.json and run.json fields may be null; they print as nothing, never as "None".
+                   finalize=lambda value: "" if value is None else value)
+_ENV.filters["num"] = _num
+_ENV.filters["pct"] = lambda value, digits=2: f"{value:.{digits}%}"
 
 
-def _group_table(title: str, groups: dict[str, dict]) -> str:
-    rows = [[f"<code>{_e(k)}</code>", _num(g["chunks"]), _num(g["embedded"]), _num(g["omitted"]), _num(g["tokens_mean"]),
-             _num(g["tokens_median"]), _num(g["words_mean"]), _num(g["words_median"])] for k, g in groups.items()]
-    return _table([title, "chunks", "embedded", "omitted", "tokens mean", "tokens median", "words mean",
-                   "words median"], rows, numeric=set(range(1, 8)))
-
-
-def _cards(items: list[tuple[str, object, bool]]) -> str:
-    return '<div class="cards">' + "".join(
-        f'<div class="card{" bad" if bad else ""}"><div class="n">{_num(v) if v is not None else "–"}</div>'
-        f'<div class="k">{_e(k)}</div></div>' for k, v, bad in items) + "</div>"
-
-
-def _index_section(metrics: dict) -> list[str]:
-    """Index health measured in the database after the load, and the quality gates' verdicts."""
-    out = ['<h2 id="index">Index health and quality gates</h2>']
-    index = metrics.get("index")
-    if not index:
-        return out + ['<p class="note">Not measured: this run changed nothing in the collection.</p>']
+def _index_rows(index: dict) -> list[tuple[str, str]]:
+    """Index health measured in the database after the load, as (metric, value) text."""
     tokens = index.get("tokens") or {}
-    rows = [
-        ["vectors", _num(index.get("vectors"))],
-        ["empty vector rate", f"{index.get('empty_vector_rate', 0):.2%}"],
-        ["duplicate-neighbour rate (cosine > " + _e(index.get("near_duplicate_cosine")) + ")",
-         "-" if index.get("duplicate_neighbour_rate") is None else f"{index['duplicate_neighbour_rate']:.2%}"
-         + f" ({_e(index.get('method'))})"],
-        ["tokens: median / p95 / max", f"{_e(tokens.get('median'))} / {_e(tokens.get('p95'))} / {_e(tokens.get('max'))}"],
-        ["near-zero token share", f"{index.get('near_zero_share', 0):.2%}"],
-        ["at-limit token share", "-" if index.get("at_limit_share") is None else f"{index['at_limit_share']:.2%}"],
+    dup = index.get("duplicate_neighbour_rate")
+    return [
+        ("vectors", _num(index.get("vectors"))),
+        ("empty vector rate", f"{index.get('empty_vector_rate', 0):.2%}"),
+        (f"duplicate-neighbour rate (cosine > {_text(index.get('near_duplicate_cosine'))})",
+         "-" if dup is None else f"{dup:.2%} ({_text(index.get('method'))})"),
+        ("tokens: median / p95 / max", " / ".join(_text(tokens.get(k)) for k in ("median", "p95", "max"))),
+        ("near-zero token share", f"{index.get('near_zero_share', 0):.2%}"),
+        ("at-limit token share", "-" if index.get("at_limit_share") is None else f"{index['at_limit_share']:.2%}"),
     ]
-    out.append(_table(["metric", "value"], rows, numeric={1}))
-    for warning in index.get("warnings") or []:
-        out.append(f'<p class="warn">{_e(warning)}</p>')
-    gates = metrics.get("gates") or []
-    out.append(''.join(f'<p class="warn">Gate failed: {_e(g["message"])}</p>' for g in gates)
-               or '<p class="note">Every configured quality gate passed.</p>')
-    return out
-
-
-def _discovery_section(metrics: dict) -> list[str]:
-    """Local entries discovery passed over (metrics.json `discovery`, from the plan): links whose target is
-    outside the input root, link loops, broken links. None of them was read, so nothing of theirs is in
-    the index; a person decides whether a link should have been a copy or `input.follow_external_links`."""
-    discovery = metrics.get("discovery")
-    skipped = (discovery or {}).get("skipped_links") or []
-    out = [f'<h2 id="discovery">Skipped in discovery ({_num(len(skipped))})</h2>']
-    if not skipped:
-        return out + ['<p class="note">' + ("Nothing was skipped." if discovery is not None
-                                            else "Not recorded by this run.") + "</p>"]
-    by_reason = Counter(s.get("reason") for s in skipped)
-    out.append('<p class="note">' + ", ".join(f"{_e(r)} {_num(n)}" for r, n in sorted(by_reason.items()))
-               + ". These entries were not read; every one is listed in <code>metrics.json</code> "
-               "(<code>discovery.skipped_links</code>).</p>")
-    shown = skipped[:HTML_FLAGGED_ROWS]
-    if len(skipped) > len(shown):
-        out.append(f'<p class="note">Showing the first {len(shown)} of {len(skipped):,}.</p>')
-    out.append(_table(["path", "reason", "target", "root"],
-                      [[f"<code>{_e(s.get('path'))}</code>", _e(s.get("reason")),
-                        f"<code>{_e(s.get('target') or '?')}</code>", f"<code>{_e(s.get('root'))}</code>"]
-                       for s in shown], classes={0: "path", 2: "path"}))
-    return out
 
 
 def render_html(run_dir: Path, run_info: dict, metrics: dict, breakdown: dict, failures: list[dict], flagged: list[dict],
@@ -502,117 +398,49 @@ def render_html(run_dir: Path, run_info: dict, metrics: dict, breakdown: dict, f
                 seed: int) -> str:
     totals = breakdown["totals"]
     files = metrics.get("files") or {}
-    run_id = run_info.get("run_id") or run_dir.name
     failed_files = files.get("failed", len(failures)) if files else len(failures)
-    out: list[str] = []
-
-    out.append("<header>")
-    out.append(f"<h1>QA report · run {_e(run_id)}</h1>")
-    out.append(f'<p class="meta">collection <code>{_e(run_info.get("collection") or "unknown")}</code> · '
-               f'fingerprint <code>{_e(run_info.get("fingerprint") or "unknown")}</code></p>')
-    if run_info.get("plan"):
-        plan = ", ".join(f"{_e(k)} {_num(v)}" for k, v in run_info["plan"].items())
-        out.append(f'<p class="meta">plan: {plan}</p>')
-    out.append(_cards([
-        ("files done", files.get("done") if files else totals["files"], False),
-        ("files failed", failed_files, bool(failed_files)),
-        ("chunks", totals["chunks"], False),
-        ("embedded", totals["embedded"], False),
-        ("omitted", totals["omitted"], False),
-        ("flagged", totals["flagged"], False),
-    ]))
-    if not files:
-        out.append('<p class="note">No qa/metrics.json: "files done" counts the files that have chunks.</p>')
-    out.append('<nav><a href="#plots">Plots</a><a href="#quality">Quality</a><a href="#breakdown">Breakdown</a>'
-               '<a href="#index">Index &amp; gates</a><a href="#discovery">Skipped in discovery</a>'
-               '<a href="#failed">Failed files</a>'
-               '<a href="#flagged">Flagged chunks</a><a href="#sample">Sample</a></nav>')
-    out.append("</header>")
-
     reported = (metrics.get("chunks") or {}).get("total")
-    if isinstance(reported, int) and reported != totals["chunks"]:
-        out.append(f'<p class="warn">metrics.json reports {_num(reported)} chunks but the Parquet parts hold '
-                   f'{_num(totals["chunks"])}: parts may be missing, or the run was resumed.</p>')
-    if not totals["chunks"]:
-        out.append('<p class="warn">This run produced no chunks: there is nothing to plot, break down or sample.</p>')
-
-    out.append('<h2 id="plots">Plots</h2>')
-    if plots:
-        captions = {
-            "tokens_by_source_type.png": "Token counts of embedded chunks, one panel per source type"
-                                         + (f"; dashed line: {limit[1]}." if limit else "; the run records no token limit."),
-            "quality_labels.png": "Every chunk by quality label; the hatched part of a bar was omitted (not embedded).",
-            "chunks_per_file.png": "How many chunks each source file produced.",
-        }
-        for name, png in plots.items():
-            uri = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-            out.append(f'<figure><img src="{uri}" alt="{_e(captions[name])}">'
-                       f"<figcaption>{_e(captions[name])}</figcaption></figure>")
-    else:
-        out.append('<p class="note">Plots skipped: the run has no chunks.</p>')
-
-    out.append('<h2 id="quality">Quality labels</h2><div class="tables"><div><h3 style="margin-top:0">By label</h3>')
-    n = totals["chunks"] or 1
-    out.append(_table(["label", "chunks", "share", "embedded", "omitted"],
-                      [[_badge(q), _num(g["chunks"]), f"{g['chunks'] / n:.1%}", _num(g["embedded"]), _num(g["omitted"])]
-                       for q, g in breakdown["by_quality"].items()], numeric={1, 2, 3, 4})
-               if breakdown["by_quality"] else '<p class="note">No chunks.</p>')
-    out.append("</div><div><h3 style=\"margin-top:0\">Omitted, by reason</h3>")
-    out.append(_table(["reason", "chunks"], [[_e(r), _num(c)] for r, c in breakdown["omitted_by_reason"].items()],
-                      numeric={1}) if breakdown["omitted_by_reason"] else '<p class="note">Nothing was omitted.</p>')
-    out.append("</div></div>")
-
-    out.append('<h2 id="breakdown">Breakdown</h2>')
-    out.append(f'<p class="note">{_e(breakdown["scope"])}. A chunk counts once under each of its structural tags.</p>')
-    out.append("<h3>By source type</h3>")
-    out.append(_group_table("source type", breakdown["by_source_type"]) if breakdown["by_source_type"]
-               else '<p class="note">No chunks.</p>')
-    out.append("<h3>By structural tag</h3>")
-    out.append(_group_table("tag", breakdown["by_tag"]) if breakdown["by_tag"] else '<p class="note">No chunks.</p>')
-
-    out.extend(_index_section(metrics))
-    out.extend(_discovery_section(metrics))
-
-    out.append(f'<h2 id="failed">Failed files ({_num(len(failures))})</h2>')
-    if failures:
-        out.append(_table(["source path", "stage", "error", "message"],
-                          [[_e(f["source_path"]), _e(f["stage"]), f"<code>{_e(f['error_class'])}</code>",
-                            f'<div class="clip">{_e(f["message"])}</div>'] for f in failures],
-                          classes={0: "path", 3: "text"}))
-    else:
-        out.append('<p class="note">No file failed.</p>')
-
-    out.append(f'<h2 id="flagged">Flagged chunks ({_num(len(flagged))})</h2>')
-    if flagged:
-        shown = flagged[:HTML_FLAGGED_ROWS]
-        note = (f"Showing the first {len(shown)} of {len(flagged):,} flagged chunks" if len(flagged) > len(shown)
-                else f"All {len(flagged):,} flagged chunks")
-        out.append(f'<p class="note">{_e(note)} (quality not <code>ok</code>, or omitted); every one is in '
-                   "<code>flagged.csv</code> and <code>flagged.json</code>. Text is cut at "
-                   f"{PREVIEW_CHARS} characters.</p>")
-        out.append(_table(["source / heading", "quality", "omit reason", "tokens", "words", "text"],
-                          [[f"{_e(f['source_path'])}<br><span class=\"note\">{_e(HEADING_SEP.join(f['heading_path']))}</span>",
-                            _badge(f["quality"]) + (" <span class=\"note\">omitted</span>" if f["omitted"] else ""),
-                            _e(f["omit_reason"] or ""), _num(f["token_count"]), _num(f["word_count"]),
-                            f'<div class="clip">{_e(f["text_preview"])}</div>'] for f in shown],
-                          numeric={3, 4}, classes={0: "path", 2: "reason", 5: "text"}))
-    else:
-        out.append('<p class="note">No chunk was flagged.</p>')
-
-    out.append(f'<h2 id="sample">Sample of embedded chunks ({_num(len(sample))})</h2>')
-    if sample:
-        out.append(f'<p class="note">Drawn at random with seed {seed} (up to {sample_size}); also in '
-                   "<code>sample.jsonl</code>.</p>")
-        for s in sample:
-            out.append(f'<div class="sample"><div class="where">{_e(s["source_path"])} · '
-                       f'{_e(HEADING_SEP.join(s["heading_path"]))} · {_badge(s["quality"])} · '
-                       f'{_num(s["token_count"])} tokens</div><div class="body">{_e(s["text"])}</div></div>')
-    else:
-        out.append('<p class="note">No embedded chunks to sample.</p>')
-
-    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    out.append(f"<footer>Generated {_e(generated)} from <code>{_e(run_dir)}</code>.</footer>")
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>QA report · {_e(run_id)}</title><style>{_CSS}</style></head><body><main>"
-            + "\n".join(out) + "</main></body></html>")
+    index = metrics.get("index")
+    discovery = metrics.get("discovery")
+    # Entries discovery passed over (from the plan); normalised so a key an older run did not write reads as empty.
+    skipped = [{k: s.get(k) for k in ("path", "reason", "target", "root")}
+               for s in (discovery or {}).get("skipped_links") or []]
+    captions = {
+        "tokens_by_source_type.png": "Token counts of embedded chunks, one panel per source type"
+                                     + (f"; dashed line: {limit[1]}." if limit else "; the run records no token limit."),
+        "quality_labels.png": "Every chunk by quality label; the hatched part of a bar was omitted (not embedded).",
+        "chunks_per_file.png": "How many chunks each source file produced.",
+    }
+    return _ENV.get_template("report.html.j2").render(
+        run_id=run_info.get("run_id") or run_dir.name,
+        collection=run_info.get("collection") or "unknown",
+        fingerprint=run_info.get("fingerprint") or "unknown",
+        plan=run_info.get("plan") or {},
+        cards=[("files done", files.get("done") if files else totals["files"], False),
+               ("files failed", failed_files, bool(failed_files)),
+               ("chunks", totals["chunks"], False), ("embedded", totals["embedded"], False),
+               ("omitted", totals["omitted"], False), ("flagged", totals["flagged"], False)],
+        has_metrics_files=bool(files),
+        reported_chunks=reported if isinstance(reported, int) and reported != totals["chunks"] else None,
+        totals=totals,
+        figures=[{"uri": "data:image/png;base64," + base64.b64encode(png).decode("ascii"), "caption": captions[name]}
+                 for name, png in plots.items()],
+        breakdown=breakdown,
+        quality_colours=_QUALITY_COLOURS,
+        index_rows=_index_rows(index) if index else None,
+        index_warnings=(index or {}).get("warnings") or [],
+        gate_failures=[g["message"] for g in metrics.get("gates") or []],
+        skipped=skipped,
+        skipped_by_reason=sorted(Counter(s["reason"] for s in skipped).items(), key=lambda kv: _text(kv[0])),
+        discovery_recorded=discovery is not None,
+        failures=failures,
+        flagged=flagged,
+        sample=sample,
+        row_cap=HTML_FLAGGED_ROWS,
+        preview_chars=PREVIEW_CHARS,
+        heading_sep=HEADING_SEP,
+        seed=seed,
+        sample_size=sample_size,
+        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        run_dir=str(run_dir),
+    )

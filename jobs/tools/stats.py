@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 
+from jobs.checks.distribution import distribution
 from jobs.config import JobConfig
 from jobs.embed.tokens import token_counter
 from jobs.markdown.parse import decode_source_text, parse_markdown
@@ -25,19 +25,6 @@ from jobs.sources.discover import discover
 from jobs.sources.fs import StorageOptions, read_bytes
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-
-
-def distribution(values: list[int]) -> dict:
-    if not values:
-        return {"n": 0}
-    ordered = sorted(values)
-    return {
-        "n": len(values),
-        "max": ordered[-1],
-        "p95": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
-        "median": statistics.median(ordered),
-        "mean": round(statistics.fmean(ordered), 1),
-    }
 
 
 def fenced_comment_lines(text: str) -> set[str]:

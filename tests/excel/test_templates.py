@@ -93,6 +93,9 @@ def test_templates_match_by_file_glob_sheet_and_columns():
     assert not t.covers("roads.xlsx", "roads.xlsx", "Passes") and not t.covers("passes.xlsx", "passes.xlsx", "Roads")
     r = _template(sheet_regex=r"^(?:OS|Prod)\b")
     assert r.covers("a.xlsx", "a.xlsx", "OS-Rev.and results") and not r.covers("a.xlsx", "a.xlsx", "Reconciliation")
+    # file globs are the project's (jobs.sources.globs): `*` stays within one directory, `**` spans them
+    assert not _template(file="alps/*.xlsx").covers("p.xlsx", "alps/2024/p.xlsx", "S")
+    assert _template(file="alps/**/*.xlsx").covers("p.xlsx", "alps/2024/p.xlsx", "S")
 
 
 def test_registry_loads_a_directory(tmp_path):

@@ -18,3 +18,17 @@ def test_hidden_files_and_dirs_are_excluded_by_default_patterns():
     assert matches("notes/.draft.md", exclude)
     assert matches("books/~$budget.xlsx", exclude)
     assert not matches("notes/draft.md", exclude)
+
+
+def test_character_classes_and_braces():
+    assert matches("notes/a1.md", ["notes/a[0-9].md"])
+    assert not matches("notes/ab.md", ["notes/a[0-9].md"])
+    assert matches("notes/ab.md", ["notes/a[!0-9].md"])
+    assert matches("books/q1.xlsx", ["**/*.{xlsx,csv}"]) and matches("q1.csv", ["**/*.{xlsx,csv}"])
+    assert not matches("q1.xls", ["**/*.{xlsx,csv}"])
+
+
+def test_a_trailing_double_star_takes_everything_below_and_no_patterns_match_nothing():
+    assert matches("docs/a/b/c.md", ["docs/**"])
+    assert not matches("other/a.md", ["docs/**"])
+    assert not matches("a.md", [])

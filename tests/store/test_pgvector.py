@@ -1,6 +1,14 @@
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import psycopg
 import pytest
 
-from jobs.store.pgvector import CollectionMismatch, chunk_table_name
+from jobs.config import JobConfig
+from jobs.store.connection import DatabaseUnavailable
+from jobs.store.locks import CollectionBusy
+from jobs.store.names import index_name
+from jobs.store.pgvector import CollectionMismatch, PgStore
 from tests.factories import chunk_row, doc_row, unit_vector
 
 
@@ -20,11 +28,6 @@ def test_migrate_is_idempotent_and_creates_the_contract_tables(store):
     names = {r[0] for r in store.conn.execute(
         "SELECT table_name FROM information_schema.tables WHERE table_schema = 'corpusmill'")}
     assert {"collections", "documents", "runs", "errors", "schema_migrations", "all_chunks"} <= names
-
-
-def test_chunk_table_names_are_safe_and_bounded():
-    assert chunk_table_name("notes", "sentence-transformers/all-MiniLM-L6-v2", 384) == "chunks_notes_all_minilm_l6_v2_384"
-    assert len(chunk_table_name("n" * 40, "x" * 80, 1024)) <= 63
 
 
 def test_commit_replaces_a_document_atomically_and_search_finds_it(store):
@@ -81,15 +84,12 @@ def test_hnsw_index_is_built_after_load_once(store):
     assert "hnsw" in idx and "vector_cosine_ops" in idx
 
 
-# ---- names ----------------------------------------------------------------------------------------
+# ---- names against the server (their derivation: test_names.py) -----------------------------------
 
 LONGEST = "l" * 40  # the longest name the collection validator allows
 
 
 def test_the_longest_collection_name_gets_its_table_and_both_indexes(store):
-    from jobs.config import JobConfig
-    from jobs.store.pgvector import index_name
-
     JobConfig(collection=LONGEST)  # the validator takes it
     coll = store.ensure_collection(LONGEST, "sentence-transformers/all-MiniLM-L6-v2", 4)
     names = [coll.chunk_table, index_name(coll.chunk_table, "doc"), index_name(coll.chunk_table, "hnsw")]
@@ -111,19 +111,7 @@ def test_the_longest_collection_name_gets_its_table_and_both_indexes(store):
     assert names[1] in plan  # commits find a document's rows through its index, not a scan
 
 
-def test_long_names_stay_distinct_and_short_names_keep_their_old_form():
-    from jobs.store.pgvector import bounded_name, index_name
-
-    a, b = chunk_table_name("x" * 40, "model-a" * 5, 384), chunk_table_name("x" * 40, "model-b" * 5, 384)
-    assert a != b and len(a) <= 63 and len(b) <= 63
-    assert index_name("chunks_notes_all_minilm_l6_v2_384", "hnsw") == "chunks_notes_all_minilm_l6_v2_384_hnsw"
-    assert index_name("chunks_notes_all_minilm_l6_v2_384", "doc") == "chunks_notes_all_minilm_l6_v2_384_doc_idx"
-    assert bounded_name("é" * 40, "_hnsw").encode().__len__() <= 63  # bytes, not characters
-
-
 def test_a_table_whose_doc_index_was_lost_to_truncation_gets_it_back(store):
-    from jobs.store.pgvector import index_name
-
     coll = store.ensure_collection("store_repair", "m", 4)
     store.conn.execute(f"DROP INDEX corpusmill.{index_name(coll.chunk_table, 'doc')}")  # as a pre-fix table was
     store.ensure_collection("store_repair", "m", 4)
@@ -145,8 +133,6 @@ def test_nul_never_reaches_the_server_and_errors_quoting_it_are_recorded(store):
 # ---- faults of the server -------------------------------------------------------------------------
 
 def _kill_backend(store, pg_url):
-    import psycopg
-
     pid = store.conn.info.backend_pid
     with psycopg.connect(pg_url, autocommit=True) as other:
         assert other.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0]
@@ -165,8 +151,6 @@ def test_a_connection_the_server_dropped_is_reopened_and_the_commit_replayed(sto
 
 
 def test_a_server_that_stays_away_stops_the_store_with_a_clear_error(store, pg_url, tmp_path):
-    from jobs.store.pgvector import DatabaseUnavailable
-
     coll = store.ensure_collection("store_gone", "m", 4)
     store.reconnect_seconds = 1.0
     store.url = f"postgresql:///postgres?host={tmp_path}"  # a socket directory no server listens in
@@ -178,8 +162,6 @@ def test_a_server_that_stays_away_stops_the_store_with_a_clear_error(store, pg_u
 # ---- one writer per collection --------------------------------------------------------------------
 
 def test_a_second_writer_of_a_collection_is_refused_naming_the_first(store, pg_url):
-    from jobs.store.pgvector import CollectionBusy, PgStore
-
     store.lock_collection("store_lock", "corpusmill ingest run-one")
     with PgStore(pg_url) as second:
         with pytest.raises(CollectionBusy, match="corpusmill ingest run-one"):
@@ -190,10 +172,6 @@ def test_a_second_writer_of_a_collection_is_refused_naming_the_first(store, pg_u
 
 
 def test_a_waiting_writer_gets_the_lock_when_the_first_ends(store, pg_url):
-    import threading
-
-    from jobs.store.pgvector import PgStore
-
     store.lock_collection("store_wait", "corpusmill ingest first")
     threading.Timer(0.5, store.close).start()  # the first run ends: its session and lock go
     with PgStore(pg_url) as second:
@@ -202,10 +180,6 @@ def test_a_waiting_writer_gets_the_lock_when_the_first_ends(store, pg_url):
 
 
 def test_two_first_runs_create_a_collection_once(pg_url):
-    from concurrent.futures import ThreadPoolExecutor
-
-    from jobs.store.pgvector import PgStore
-
     def create(_):
         with PgStore(pg_url) as s:
             return s.ensure_collection("store_race", "m", 4).chunk_table
@@ -216,8 +190,6 @@ def test_two_first_runs_create_a_collection_once(pg_url):
 
 
 def test_an_index_under_an_older_truncated_name_is_found_by_what_it_indexes(store):
-    from jobs.store.pgvector import index_name
-
     coll = store.ensure_collection("store_legacy", "m", 4)
     store.commit_document(coll, _doc("l"), [_chunk("l", 0, "x", _unit(0), "store_legacy")], "r1")
     store.ensure_hnsw_index(coll)

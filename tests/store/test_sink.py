@@ -1,7 +1,7 @@
 """The sink against the real store: each seq once, one document's database error isolated to it."""
 
+from jobs.store.names import index_name
 from jobs.store.parquet import RunOutput
-from jobs.store.pgvector import index_name
 from jobs.store.sink import DocumentSink
 from tests.factories import chunk_row, doc_row, unit_vector
 

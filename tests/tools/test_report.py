@@ -118,7 +118,7 @@ def test_breakdown_matches_the_data(run_dir):
         "ok": 5, "short": 1, "fragment": 2, "too_long": 1, "context_dead": 1}
     assert b["by_quality"]["fragment"] == {"chunks": 2, "embedded": 1, "omitted": 1}
     assert b["omitted_by_reason"] == {"context_dead": 1, "fragment": 1}
-    assert b["chunks_per_file"] == {"files": 4, "min": 1, "median": 2.5, "mean": 2.5, "max": 4}
+    assert b["chunks_per_file"] == {"files": 4, "n": 4, "min": 1, "median": 2.5, "mean": 2.5, "p95": 4, "max": 4}
 
 
 def test_flagged_json_and_csv(run_dir):
@@ -204,14 +204,47 @@ def test_empty_run_with_zero_row_part_and_no_metrics(tmp_path):
     assert "produced no chunks" in written["report.html"].read_text(encoding="utf-8")
 
 
-def test_report_shows_index_health_and_gate_failures(tmp_path):
-    from jobs.tools.report import _index_section
+def test_report_shows_index_health_and_gate_failures(run_dir):
+    metrics_path = run_dir / "qa" / "metrics.json"
+    metrics = json.loads(metrics_path.read_text())
+    assert "Not measured" in write_report(run_dir)["report.html"].read_text(encoding="utf-8")
+    metrics |= {"index": {"vectors": 10, "empty_vector_rate": 0.0, "duplicate_neighbour_rate": 0.2, "method": "exact",
+                          "near_duplicate_cosine": 0.995, "tokens": {"median": 50, "p95": 90, "max": 100},
+                          "near_zero_share": 0.0, "at_limit_share": 0.1, "warnings": ["a pile at the limit"]},
+                "gates": [{"message": "duplicate_neighbour_rate 0.200 exceeds max_duplicate_neighbour_rate 0.010 by 0.190"}]}
+    metrics_path.write_text(json.dumps(metrics), encoding="utf-8")
+    page = write_report(run_dir)["report.html"].read_text(encoding="utf-8")
+    assert "duplicate-neighbour rate (cosine &gt; 0.995)" in page and "20.00% (exact)" in page
+    assert "50 / 90 / 100" in page and "a pile at the limit" in page
+    assert "Gate failed: duplicate_neighbour_rate 0.200 exceeds" in page
+    assert "Not measured" not in page and "Every configured quality gate passed" not in page
 
-    metrics = {"index": {"vectors": 10, "empty_vector_rate": 0.0, "duplicate_neighbour_rate": 0.2, "method": "exact",
-                         "near_duplicate_cosine": 0.995, "tokens": {"median": 50, "p95": 90, "max": 100},
-                         "near_zero_share": 0.0, "at_limit_share": 0.1, "warnings": ["a pile at the limit"]},
-               "gates": [{"message": "duplicate_neighbour_rate 0.200 exceeds max_duplicate_neighbour_rate 0.010 by 0.190"}]}
-    html = "".join(_index_section(metrics))
-    assert "20.00% (exact)" in html and "a pile at the limit" in html
-    assert "Gate failed: duplicate_neighbour_rate 0.200 exceeds" in html
-    assert "Not measured" in "".join(_index_section({}))
+
+def test_markup_in_run_data_is_escaped_everywhere_it_shows(tmp_path):
+    """Chunk text, file names, headings, omit reasons, failure messages and skipped links all come from the
+    corpus; the page must show them as text, whichever section they land in."""
+    evil = "<script>alert(1)</script> & co"
+    shown = "&lt;script&gt;alert(1)&lt;/script&gt; &amp; co"
+    rows = [chunk(1, f"docs/{evil}.md", "markdown", f"body {evil} " * 3, 30, 12, ["p"], heading=[evil]),
+            chunk(2, f"docs/{evil}.md", "markdown", f"tail {evil}", 3, 2, ["p"], quality="fragment",
+                  omit_reason=f"fragment: {evil}", heading=[evil])]
+    run_dir = make_run(tmp_path, rows)
+    pq.write_table(pa.Table.from_pylist([{"source_path": f"broken/{evil}.xlsx", "stage": "parse", "error_class": "X",
+                                          "message": f"bad {evil}"}]), run_dir / "errors.parquet")
+    metrics_path = run_dir / "qa" / "metrics.json"
+    metrics = json.loads(metrics_path.read_text())
+    metrics["discovery"] = {"skipped_links": [{"path": f"{evil}.md", "reason": "broken_link", "target": evil,
+                                               "root": "/r"}]}
+    metrics_path.write_text(json.dumps(metrics), encoding="utf-8")
+
+    page = write_report(run_dir, sample_size=5)["report.html"].read_text(encoding="utf-8")
+    assert "<script" not in page.lower() and "alert(1)</script>" not in page
+    assert f"docs/{shown}.md<br>" in page  # flagged table: source path
+    assert f'<span class="note">{shown}</span>' in page  # flagged table: heading path
+    assert f"fragment: {shown}</td>" in page  # omit reason
+    assert f"tail {shown}</div>" in page  # flagged text preview
+    assert f"body {shown}" in page and f"docs/{shown}.md · {shown} · " in page  # the sample card
+    assert f"broken/{shown}.xlsx</td>" in page and f"bad {shown}</div>" in page  # failed files
+    assert f"<code>{shown}.md</code>" in page and f"<code>{shown}</code>" in page  # skipped in discovery
+    # Our own markup still renders as markup.
+    assert page.count("data:image/png;base64,") == 3 and '<span class="badge' in page

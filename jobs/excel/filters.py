@@ -1,0 +1,50 @@
+"""The row filters: which rendered rows are not worth embedding, and why, in words a person can check.
+
+Each rule is configurable under `excel:` and names its key in the reason: too few non-empty cells
+(`min_fields`), only structural text such as "Total" or "-----" (`structural`), numbers that nothing
+describes (`numeric`: no template and no header row say what they are), too few or too many words
+(`min_words`, `max_words`). An omitted row stays in the output with `omit_reason` =
+`<rule>: <reason>`, and in the run's discard report (jobs.excel.discards).
+"""
+
+from __future__ import annotations
+
+import re
+
+from jobs.chunks.quality import word_count
+from jobs.config import ExcelConfig
+from jobs.excel.reader import TEXT, TYPED, Row
+
+__all__ = ["judge"]
+
+_WORDY = re.compile(r"[^\W\d_]{2,}")  # a word of two letters or more: text that can say what numbers mean
+
+
+def judge(row: Row, cells: list[str], text: str, described: bool, cfg: ExcelConfig,
+          patterns: list[re.Pattern]) -> tuple[str, str] | None:
+    """(quality, `<rule>: <reason>`) for a row the filters omit, None for a row to embed."""
+    fields = sum(1 for s in cells if s)
+    if fields < cfg.min_fields:
+        return "fragment", f"min_fields: {fields} non-empty cell(s), fewer than excel.min_fields={cfg.min_fields}"
+    labels = [s for s, k in zip(cells, row.kinds) if k == TEXT and s]
+    # Without text, a row is structural only when every cell is a mark such as "-----"; a "—" among
+    # numbers is a zero.
+    marks = [s for s, k in zip(cells, row.kinds) if k == TYPED and s and not any(ch.isalnum() for ch in s)]
+    structural = labels or (marks if len(marks) == fields else [])
+    if structural and all(any(p.fullmatch(s) for p in patterns) for s in structural):
+        shown = ", ".join(repr(s) for s in structural[:3])
+        return "context_dead", (f"structural: its only text is {shown}, matching excel.structural_patterns"
+                                if labels else f"structural: only separators ({shown}), matching excel.structural_patterns")
+    # Numbers are context-dead only when nothing says what they are: no template, no header row.
+    if not described and cfg.numeric_ratio is not None:
+        numeric = sum(1 for s, k in zip(cells, row.kinds) if k == TYPED and s)
+        if numeric >= cfg.numeric_ratio * fields and not any(_WORDY.search(s) for s in labels):
+            return "context_dead", (f"numeric: {numeric} of {fields} cells are numbers or dates and no text cell says "
+                                    f"what they describe (excel.numeric_ratio={cfg.numeric_ratio:g}; "
+                                    "a header row or a template can)")
+    words = word_count(text)
+    if words < cfg.min_words:
+        return "fragment", f"min_words: {words} words, fewer than excel.min_words={cfg.min_words}"
+    if words > cfg.max_words:
+        return "too_long", f"max_words: {words} words, more than excel.max_words={cfg.max_words}"
+    return None

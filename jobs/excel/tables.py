@@ -1,0 +1,328 @@
+"""Tables in a sheet's row stream: headers found, not assumed.
+
+Junk rows above a table are skipped, a one-cell row above the header becomes the table's title,
+merged header cells are filled across, a header line over another joins it as `Parent › Child`,
+and a blank gap followed by a new header starts a new table. `split_tables` holds at most
+`excel.header_scan_rows` rows at a time, so a sheet of any length streams through. Where the
+heuristics guess wrong, `excel.header_rows` pins the header (`pinned_header`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections import Counter, deque
+from dataclasses import dataclass
+from typing import Iterator
+
+from openpyxl.utils import get_column_letter
+
+from jobs.chunks.quality import word_count
+from jobs.excel.formats import format_value
+from jobs.excel.reader import TEXT, TYPED, Row
+from jobs.excel.templates import SEPARATOR, Template, clean_header, file_matches, sheet_matches
+
+__all__ = ["Table", "header_labels", "pinned_header", "split_tables"]
+
+_MAX_HEADER_ROWS = 2  # a header line plus one parent line; more would swallow notes written above a table
+_EVIDENCE_ROWS = 5  # rows below a candidate header that are looked at for typed values
+_HEADER_CELL_WORDS = 15  # longer cells are notes or data, not column names
+_TITLE_WORDS = 20
+_YEAR = re.compile(r"(?:19|20)\d\d")  # 1900-2099: a year heading a column is a label, not a value
+
+
+def _year_like(value) -> bool:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value).is_integer() and 1900 <= value <= 2099
+    return isinstance(value, str) and bool(_YEAR.fullmatch(value.strip()))
+
+
+def _header_like(row: Row, single_ok: bool = False) -> bool:
+    """Column names: text (or years), short, at least half distinct, two or more unless the table has one column."""
+    cells = [(v, k) for v, k in zip(row.values, row.kinds) if k]
+    if not cells or (len(cells) < 2 and not single_ok):
+        return False
+    texts = 0
+    for value, kind in cells:
+        if kind == TEXT:
+            if word_count(str(value)) > _HEADER_CELL_WORDS:
+                return False
+            texts += 1
+        elif not _year_like(value):
+            return False
+    labels = [format_value(v).casefold() for v, _ in cells]
+    return texts > 0 and len(set(labels)) >= 0.5 * len(labels)  # repeated under year groups, but not all alike
+
+
+def _title_like(row: Row) -> bool:
+    """One short text cell: a table's caption, or a section line above it."""
+    filled = [(v, k) for v, k in zip(row.values, row.kinds) if k]
+    return len(filled) == 1 and filled[0][1] == TEXT and word_count(format_value(filled[0][0])) <= _TITLE_WORDS
+
+
+def _evidence(window: list[Row], h: int) -> int:
+    """Columns named by text (or a year) in row h whose first value below is a number, date or boolean: what
+    makes a header a header rather than another text row."""
+    body = [r for r in window[h + 1:] if not r.blank][:_EVIDENCE_ROWS]
+    found = 0
+    for col, (kind, value) in enumerate(zip(window[h].kinds, window[h].values)):
+        if kind != TEXT and not (kind and _year_like(value)):
+            continue
+        for r in body:
+            below = r.kind(col)
+            if below:
+                found += below == TYPED
+                break
+    return found
+
+
+def _find_header(window: list[Row], *, strict: bool, current: tuple | None = None) -> int | None:
+    """Index in `window` of a table's (last) header row, or None.
+
+    First table of a sheet (`strict` False): the earliest text row with typed values right below it,
+    unless the sheet's first row is itself a full-width header well above that row (then the
+    typed values belong to a key/value table). Failing both, the first text row as wide as the table.
+    After a blank gap inside a table (`strict`): only the block right after the gap is looked at, it
+    may open with titles and a parent header line, and the header needs typed values below it (or
+    repeats the current header) — otherwise the rows after the gap continue the table."""
+    nonblank = [i for i, r in enumerate(window) if not r.blank]
+    if not nonblank:
+        return None
+    widest = max(window[i].width for i in nonblank)
+    single = widest == 1
+    if strict:
+        for pos, i in enumerate(nonblank):
+            row = window[i]
+            if i > nonblank[0] + pos:  # a blank row: the block right after the gap has ended
+                return None
+            if current is not None and row.key() == current:
+                return i
+            if _header_like(row, single) and _evidence(window, i):
+                return i
+            if pos >= 2 + _MAX_HEADER_ROWS - 1 or not (_title_like(row) or _header_like(row, single)):
+                return None
+        return None
+    evidenced = next((i for i in nonblank if _header_like(window[i], single) and _evidence(window, i)), None)
+    first = window[nonblank[0]]
+    if _header_like(first, single) and first.width >= 0.8 * widest and (
+            evidenced is None or evidenced > nonblank[0] + _MAX_HEADER_ROWS - 1):
+        return nonblank[0]
+    least = 1 if single else max(2, 0.6 * widest)
+    wide = next((i for i in nonblank if _header_like(window[i], single) and window[i].width >= least), None)
+    if evidenced is None:
+        return wide
+    # A text-only table in a block above the evidenced header is a table of its own, not junk above it.
+    if wide is not None and wide < evidenced and wide + 1 < len(window) and not window[wide + 1].blank and \
+            any(window[k].blank for k in range(wide, evidenced)):
+        return wide
+    return evidenced
+
+
+def _settle(window: list[Row], h: int) -> int:
+    """Move h down onto a header line right below it that is wider, or under merged cells of row h: that
+    line names the columns and row h groups them (`Sales` merged over `2022 | 2023`)."""
+    for _ in range(_MAX_HEADER_ROWS - 1):
+        if h + 1 >= len(window):
+            break
+        row, below = window[h], window[h + 1]
+        if below.blank or not _header_like(below) or not _evidence(window, h + 1) or \
+                not (below.width > row.width or row.spans):
+            break
+        h += 1
+    return h
+
+
+def _groups(parent: Row, child: Row) -> bool:
+    """Does `parent` group the columns named in `child`: two or more labels, or one merged over some of them
+    (a single cell merged over the whole table is its title)."""
+    if not _header_like(parent, single_ok=True):
+        return False
+    if len({format_value(v) for v in parent.values if v is not None}) >= 2:
+        return True
+    named = {c for c, k in enumerate(child.kinds) if k}
+    return any(c2 > c1 and not named <= set(range(c1, c2 + 1)) for c1, c2 in parent.spans)
+
+
+def _header_top(window: list[Row], h: int) -> int:
+    """First line of the header ending at h: a parent line directly above joins it when the header block
+    starts a block (blank row, title or window start above it)."""
+    top = h
+    while h - top < _MAX_HEADER_ROWS - 1 and top > 0:
+        above = window[top - 1]
+        if above.blank or not _groups(above, window[h]):
+            break
+        top -= 1
+    if top < h and top > 0 and not (window[top - 1].blank or _title_like(window[top - 1])):
+        return h  # text written above a header, not a parent line of it
+    return top
+
+
+def _title(window: list[Row], top: int) -> tuple[str | None, int]:
+    """(title, rows used): up to two one-cell rows right above the header, blank rows between allowed."""
+    i = top - 1
+    while i >= 0 and window[i].blank:
+        i -= 1
+    lines: list[str] = []
+    while i >= 0 and len(lines) < 2 and _title_like(window[i]):
+        lines.insert(0, format_value(next(v for v in window[i].values if v is not None)))
+        i -= 1
+    return (": ".join(lines) or None), len(lines)
+
+
+@dataclass
+class Table:
+    sheet: str
+    number: int  # 1-based within the sheet
+    title: str | None
+    header_row: int | None  # Excel row number of the (last) header line; None = no header
+    headers: list[str]
+    key: tuple | None = None  # the header row's values, to spot it repeated further down
+    template: Template | None = None
+    binding: dict | None = None
+
+    def label(self, col: int) -> str:
+        if col < len(self.headers) and self.headers[col]:
+            return self.headers[col]
+        return f"Column {get_column_letter(col + 1)}"
+
+
+def header_labels(lines: list[Row]) -> list[str]:
+    """Per column, the header lines joined as `Parent › Child`. A merged header cell covers its range; an
+    unmerged parent label covers the run of adjacent named columns under it when it is the only one there."""
+    ncols = max(len(line.values) for line in lines)
+    grid: list[list[str]] = []
+    for line in lines:
+        texts = [""] * ncols
+        for c, (v, f) in enumerate(zip(line.values, line.formats)):
+            if v is not None:
+                texts[c] = clean_header(format_value(v, f if isinstance(v, dt.date) else None))
+        for c1, c2 in line.spans:
+            if c1 < ncols and texts[c1]:
+                for c in range(c1 + 1, min(c2, ncols - 1) + 1):
+                    texts[c] = texts[c] or texts[c1]
+        grid.append(texts)
+    child = grid[-1]
+    for texts, line in zip(grid[:-1], lines[:-1]):
+        merged = {c for c1, c2 in line.spans for c in range(c1, c2 + 1)}
+        own = [c for c in range(ncols) if texts[c] and c not in merged]
+        for c in own:
+            if not child[c]:
+                continue
+            a, b = c, c
+            while a > 0 and child[a - 1]:
+                a -= 1
+            while b < ncols - 1 and child[b + 1]:
+                b += 1
+            if sum(1 for x in own if a <= x <= b) == 1:
+                for x in range(a, b + 1):
+                    texts[x] = texts[x] or texts[c]
+    headers = []
+    for c in range(ncols):
+        parts: list[str] = []
+        for texts in grid:
+            if texts[c] and texts[c] not in parts:
+                parts.append(texts[c])
+        headers.append(SEPARATOR.join(parts))
+    return headers
+
+
+def _make_table(sheet: str, number: int, lines: list[Row], title: str | None) -> Table:
+    if title and title.casefold() == sheet.strip().casefold():
+        title = None  # "Stanley Cups › Stanley Cups" says nothing twice
+    if not lines:
+        return Table(sheet, number, title, None, [])
+    return Table(sheet, number, title, lines[-1].number, header_labels(lines), lines[-1].key())
+
+
+class _Pushback:
+    def __init__(self, rows: Iterator[Row]):
+        self.rows = rows
+        self.buffer: deque[Row] = deque()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> Row:
+        return self.buffer.popleft() if self.buffer else next(self.rows)
+
+    def push(self, rows: list[Row]) -> None:
+        self.buffer.extendleft(reversed(rows))
+
+
+def _window(stream: _Pushback, size: int) -> list[Row]:
+    out: list[Row] = []
+    for row in stream:
+        if not out and row.blank:
+            continue
+        out.append(row)
+        if len(out) >= size:
+            break
+    return out
+
+
+def split_tables(rows: Iterator[Row], sheet: str, *, scan: int, pin: int | None = None,
+                 counts: Counter | None = None) -> Iterator[tuple[Table, Row]]:
+    """(table, data row) for every non-blank data row of a sheet, holding at most `scan` rows at a time."""
+    counts = counts if counts is not None else Counter()
+    if pin is not None:
+        yield from _pinned_tables(rows, sheet, pin, counts)
+        return
+    stream = _Pushback(iter(rows))
+    table: Table | None = None
+    number = 0
+    while True:
+        window = _window(stream, scan)
+        if not window:
+            return
+        h = _find_header(window, strict=table is not None, current=table.key if table else None)
+        if h is not None:
+            h = _settle(window, h)
+            top = _header_top(window, h)
+            title, _ = _title(window, top)
+            counts["excel_rows_above_headers"] += sum(1 for r in window[:top] if not r.blank)
+            number += 1
+            table = _make_table(sheet, number, window[top:h + 1], title)
+            counts["excel_tables"] += 1
+            stream.push(window[h + 1:])
+        else:
+            if table is None:
+                number += 1
+                table = _make_table(sheet, number, [], None)
+                counts["excel_tables"] += 1
+            stream.push(window)
+        for row in stream:
+            if row.blank:
+                break  # a gap: the next window decides whether a new table starts after it
+            if table.key is not None and row.key() == table.key:
+                counts["excel_repeated_headers_skipped"] += 1
+                continue
+            yield table, row
+        else:
+            return
+
+
+def _pinned_tables(rows: Iterator[Row], sheet: str, pin: int, counts: Counter) -> Iterator[tuple[Table, Row]]:
+    """A pinned sheet is one table whose header is row `pin` (0: no header row at all)."""
+    recent: deque[Row] = deque(maxlen=8)  # the rows just above the header, where its title is
+    table = _make_table(sheet, 1, [], None) if pin == 0 else None
+    counts["excel_tables"] += 1
+    for row in rows:
+        if table is None:
+            if row.number < pin:
+                recent.append(row)
+                counts["excel_rows_above_headers"] += not row.blank
+                continue
+            window = list(recent)
+            table = _make_table(sheet, 1, [row], _title(window, len(window))[0])
+            continue
+        if not row.blank:
+            yield table, row
+
+
+def pinned_header(pins: list[dict], file_name: str, source_path: str, sheet: str) -> int | None:
+    """The header row `excel.header_rows` pins for this sheet (0: none), or None to find it. Pins match
+    as templates do: the file glob against the name or the source path, the sheet glob ignoring case."""
+    for pin in pins:
+        if file_matches(file_name, source_path, [pin["file"]]) and sheet_matches(sheet, [pin["sheet"]]):
+            return int(pin["header_row"])
+    return None

@@ -1,0 +1,25 @@
+"""jobs.excel.formats: cell values read the way the workbook shows them."""
+
+import datetime as dt
+
+from jobs.excel.formats import format_value
+
+
+def test_values_render_as_the_workbook_shows_them():
+    assert format_value(0.1234, "0.0%") == "12.3%"
+    assert format_value(1234567.891, "#,##0.00") == "1,234,567.89"
+    assert format_value(13.0) == "13"
+    assert format_value(dt.datetime(2024, 5, 1)) == "2024-05-01"
+    assert format_value("  spaced   out ") == "spaced out"
+
+
+def test_number_formats_follow_their_sections():
+    accounting = '_(* #,##0_);_(* \\(#,##0\\);_(* "—"_);_(@_)'  # the half-year report's format
+    assert [format_value(v, accounting) for v in (12553, -81, 0)] == ["12,553", "(81)", "—"]
+    assert format_value(1234.5, '"$"#,##0.00') == "$1,234.50"
+    assert format_value(-1234.5, "$#,##0.00") == "-$1,234.50"
+    assert format_value(1234.5, "[$€-407] #,##0.00") == "€ 1,234.50"
+    assert format_value(1.5, "0.##") == "1.5" and format_value(12345.678, "0.00E+00") == "1.23E+04"
+    assert format_value(dt.datetime(1947, 1, 8), "d mmmm yyyy") == "8 January 1947"
+    assert format_value(dt.datetime(2016, 1, 10), "mm-dd-yy") == "2016-01-10"  # numeric dates: ISO, not locale
+    assert format_value("a<br/>b_x000D_c") == "a b c" and format_value("#N/A") == ""

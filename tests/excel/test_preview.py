@@ -1,0 +1,31 @@
+"""jobs.excel.preview: what `corpusmill templates preview` shows of a workbook."""
+
+import pytest
+
+from jobs.config import ExcelConfig, QualityConfig
+from jobs.excel.preview import preview
+from tests.excel.conftest import READXL, TEMPLATES
+
+
+def test_preview_shows_header_template_rows_and_discards(tmp_path):
+    out = preview(READXL / "datasets.xlsx", n=2, excel=ExcelConfig(templates_dir=TEMPLATES), quality=QualityConfig())
+    assert "datasets.xlsx: 3 sheet(s) read, 0 hidden and 0 chart sheet(s) skipped; 4 template(s)" in out
+    assert "== sheet 'mtcars' ==\ntable 1: header row 1; title: —\n" in out
+    assert "  header: mpg | cyl | disp | hp | drat | wt | qsec | vs | am | gear | carb\n" in out
+    assert "  template: mtcars (datasets.yaml)\n  rows: 32 rendered, 0 discarded\n  first 2 rendered:\n" in out
+    assert "    row 3: A car that does 21 miles per US gallon" in out and "row 4:" not in out
+
+    out = preview(READXL / "datasets.xlsx", sheet="chickwts", n=1, excel=ExcelConfig(templates_dir=tmp_path),
+                  quality=QualityConfig())
+    assert "mtcars" not in out and "template: fallback" in out
+    assert "rows: 0 rendered, 71 discarded" in out
+    assert "    row 2: min_words: 4 words, fewer than excel.min_words=8\n      weight: 179; feed: horsebean" in out
+    with pytest.raises(ValueError, match="no visible sheet named 'nope'; sheets: mtcars, chickwts, quakes"):
+        preview(READXL / "datasets.xlsx", sheet="nope", excel=ExcelConfig(), quality=QualityConfig())
+
+
+def test_preview_says_why_a_template_did_not_match(tmp_path):
+    (tmp_path / "cars.yaml").write_text("name: cars\nfile: '*.xlsx'\nsheet: mtcars\ntext: '{model} does {mpg} mpg.'\n")
+    out = preview(READXL / "datasets.xlsx", sheet="mtcars", n=1, excel=ExcelConfig(templates_dir=tmp_path),
+                  quality=QualityConfig())
+    assert "template: fallback" in out and "cars covers this sheet but the header lacks: model" in out

@@ -1,0 +1,119 @@
+"""jobs.excel.tables: headers found, not assumed; several tables on a sheet; pinned headers."""
+
+import json
+from collections import Counter
+
+import openpyxl
+
+from jobs.config import ExcelConfig
+from jobs.excel.reader import open_sheets
+from jobs.excel.tables import pinned_header, split_tables
+from tests.excel.conftest import READXL, UNSTRUCTURED, book, chunks, on_sheet
+
+
+def _tables(path, cfg: ExcelConfig) -> list[tuple]:
+    """(sheet, header row, headers, title, data row number) per data row, as the stage reads them."""
+    counts: Counter = Counter()
+    return [(name, t.header_row, t.headers, t.title, row.number)
+            for name, rows in open_sheets(path, cfg, counts)
+            for t, row in split_tables(rows, name, scan=cfg.header_scan_rows, counts=counts)]
+
+
+def test_header_found_below_a_title_row(tmp_path):
+    path = book(tmp_path / "cups.xlsx", {
+        "Teams": [["Stanley Cups", None, None], ["Team", "Location", "Stanley Cups"], ["Blues", "STL", 1]]})
+    assert _tables(path, ExcelConfig()) == [("Teams", 2, ["Team", "Location", "Stanley Cups"], "Stanley Cups", 3)]
+
+
+def test_junk_rows_above_the_table_are_skipped(plain):
+    rows = chunks(READXL / "deaths.xlsx", plain)
+    arts = on_sheet(rows, "arts")
+    assert arts[0]["row"] == 6
+    assert arts[0]["text"] == ("Name: David Bowie; Profession: musician; Age: 69; Has kids: yes; "
+                               "Date of birth: 1947-01-08; Date of death: 2016-01-10")
+    # rows 1-4 ("Lots of people / simply cannot resist writing …", a merged B4:E4) never become chunks or headers
+    assert not any("resist writing" in r["text"] or "merging" in r["text"] for r in rows)
+    assert json.loads(rows[0]["doc_stats"])["excel_rows_above_headers"] == 8
+
+
+def test_two_line_header_joins_parent_and_child(plain):
+    rows = on_sheet(chunks(READXL / "clippy.xlsx", plain), "two-row-header")
+    assert [r["text"] for r in rows] == [
+        "name › (at birth): Clippy; species › (office supply type): paperclip; "
+        "death › (date is approximate): 2007-01-01; weight › (in grams): 0.9"]
+
+
+def test_merged_header_cells_are_filled_across(tmp_path, plain):
+    path = tmp_path / "merged.xlsx"
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.title = "Sales"
+    for r in (["Regional sales"], [], ["Region", "Sales", None, "Comment"], [None, 2022, 2023, None],
+              ["North", 1200, 1350, "steady growth in the northern stores"],
+              ["South", 900, 800, "two stores closed during the year"]):
+        ws.append(r)
+    for ref in ("B3:C3", "A3:A4", "D3:D4"):
+        ws.merge_cells(ref)
+    ws["B5"].number_format = ws["C5"].number_format = "#,##0"
+    wb.save(path)
+    rows = chunks(path, plain)
+    assert rows[0]["text"] == ("Region: North; Sales › 2022: 1,200; Sales › 2023: 1,350; "
+                               "Comment: steady growth in the northern stores")
+    assert rows[0]["heading_path"] == ["merged.xlsx", "Sales", "Regional sales"]
+
+
+def test_merged_group_headers_and_several_tables_on_one_sheet(plain):
+    rows = chunks(UNSTRUCTURED / "2023-half-year-analyses-by-segment.xlsx", plain)
+    other = on_sheet(rows, "OS-Other information 30 06 2023")
+    assert other[0]["row"] == 9 and other[0]["heading_path"][-1] == "Other information"
+    # Row 6 groups the columns by half-year, row 7 names them; a blank row 8 separates header and data.
+    assert "January–June 2023 › Impairment of intangible assets (d): (9)" in other[0]["text"]
+    assert "January–June 2022 › Impairment of intangible assets (d): (285)" in other[0]["text"]
+    segments = on_sheet(rows, "OS-Rev.and results 30 06 2023")
+    titles = {r["heading_path"][-1] for r in segments if len(r["heading_path"]) == 3}
+    assert titles == {"3.1 Operating segments: Revenue and results"}
+    nestle_na = [r for r in segments if r["text"].startswith("In millions of CHF: Zone NA;")]
+    assert [r["row"] for r in nestle_na] == [9, 24]  # one row in each of the two tables
+    assert "January–June 2022 › Depreciation and amortization: (348)" in nestle_na[1]["text"]
+    assert json.loads(rows[0]["doc_stats"])["excel_tables"] == 7
+
+
+def test_tables_separated_by_blank_rows_keep_their_titles(plain):
+    rows = chunks(UNSTRUCTURED / "vodafone.xlsx", plain)
+    by_title = {}
+    for r in rows:
+        by_title.setdefault(r["heading_path"][-1], []).append(r["row"])
+    assert by_title == {"Financial performance": [5, 6, 7, 8, 9],
+                        "Operational metrics": list(range(13, 21)), "Other": [24, 25]}
+    mobile = next(r for r in rows if r["row"] == 13)
+    assert mobile["text"] == "Topic: Mobile customers; Period: Nine quarters to 30 June 2023; Page: 6"
+    assert mobile["breadcrumb"] == "vodafone.xlsx › Index › Operational metrics"
+
+
+def test_blank_rows_inside_a_table_do_not_split_it(plain):
+    rows = chunks(READXL / "skipping.xlsx", plain)
+    for sheet in ("two_blank_rows", "occupied_row_and_blank_row", "two_occupied_rows"):
+        texts = [r["text"] for r in on_sheet(rows, sheet)]
+        assert texts == ["var1: v2,1; var2: v2,2", "var1: v4,1; var2: v4,2"]
+    assert on_sheet(rows, "two_occupied_rows")[0]["heading_path"][-1] == "blah blah: yada yada"
+
+
+def test_header_row_can_be_pinned(plain):
+    excel = plain.model_copy(update={"header_rows": [{"file": "skipping.xlsx", "sheet": "two_blank_rows",
+                                                      "header_row": 5}]})
+    rows = on_sheet(chunks(READXL / "skipping.xlsx", excel), "two_blank_rows")
+    assert [r["text"] for r in rows] == ["v2,1: v4,1; v2,2: v4,2"]
+    excel = plain.model_copy(update={"header_rows": [{"file": "*.xlsx", "sheet": "two_blank_rows", "header_row": 0}]})
+    rows = on_sheet(chunks(READXL / "skipping.xlsx", excel), "two_blank_rows")
+    assert [r["text"] for r in rows] == ["Column A: var1; Column B: var2", "Column A: v2,1; Column B: v2,2",
+                                         "Column A: v4,1; Column B: v4,2"]
+
+
+def test_pins_match_the_file_name_or_its_path_in_the_project_glob_dialect():
+    pin = [{"file": "readxl/*.xlsx", "sheet": "TWO_*", "header_row": 5}]
+    assert pinned_header(pin, "skipping.xlsx", "readxl/skipping.xlsx", "two_blank_rows") == 5  # by path; any case
+    assert pinned_header(pin, "skipping.xlsx", "skipping.xlsx", "two_blank_rows") is None
+    assert pinned_header([{"file": "*.xlsx", "sheet": "*", "header_row": 0}], "a.xlsx", "deep/down/a.xlsx", "S") == 0
+    # `*` stays within one directory; `**` spans them
+    assert pinned_header([{"file": "data/*.xlsx", "sheet": "*", "header_row": 2}], "a.xlsx", "data/q1/a.xlsx", "S") is None
+    assert pinned_header([{"file": "data/**/*.xlsx", "sheet": "*", "header_row": 2}], "a.xlsx", "data/q1/a.xlsx", "S") == 2

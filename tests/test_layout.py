@@ -1,0 +1,123 @@
+"""The package reads as the pipeline: imports between the top-level parts of `jobs/` flow one way,
+and no module outgrows what one reader holds in mind.
+
+A part is a package directly under `jobs/` (`jobs.markdown`) or a top-level module (`jobs.config`).
+Every `import` counts, late ones inside functions too: a cycle hidden in a function is still a cycle.
+"""
+
+import ast
+from pathlib import Path
+
+JOBS = Path(__file__).resolve().parents[1] / "jobs"
+MAX_LINES = 600
+
+# Lowest first. A part may import its own rank or lower ones, never a higher one. Equal ranks are peers
+# that do not import each other (the check below finds any cycle among them).
+LAYERS = [
+    {"jobs", "errors", "home", "defaults"},  # `jobs` is the package itself: PIPELINE_VERSION, __version__
+    {"sources"},  # where documents come from: discovery, listing, the plan
+    {"config"},
+    {"rows"},  # the row schemas and the one chunk-row builder
+    {"store"},  # PostgreSQL + pgvector, Parquet, the sink
+    {"chunks"},  # what both source types share: ids, quality bands
+    {"embed"},  # the embedding model: resolution, tokenizer, encoder
+    {"markdown", "excel"},  # one package per source type, each its whole path to chunk rows
+    {"checks"},  # what every ingest measures: run metrics, index metrics, gates
+    {"adapter"},  # plain-Python stages onto Ray Data
+    {"plan", "search", "load", "reembed"},  # jobs that need no stage: light enough for a quick command
+    {"tools"},  # commands over stored runs: report, evaluate, stats, bench-embedders
+    {"ingest"},
+    {"cli"},
+]
+RANK = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}
+
+
+def _part(module: str) -> str:
+    names = module.split(".")
+    return names[1] if len(names) > 1 else "jobs"
+
+
+def _is_part(name: str) -> bool:
+    return (JOBS / f"{name}.py").is_file() or (JOBS / name / "__init__.py").is_file()
+
+
+def _imports() -> dict[tuple[str, str], list[str]]:
+    """(importing part, imported part) -> the files where it happens."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for path in JOBS.rglob("*.py"):
+        rel = path.relative_to(JOBS.parent)
+        here = _part(".".join(rel.with_suffix("").parts).removesuffix(".__init__"))
+        for node in ast.walk(ast.parse(path.read_text(), str(rel))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets = [node.module] if node.module != "jobs" else [
+                    f"jobs.{a.name}" if _is_part(a.name) else "jobs" for a in node.names]
+            else:
+                continue
+            for target in targets:
+                if target == "jobs" or target.startswith("jobs."):
+                    there = _part(target)
+                    if there != here:
+                        edges.setdefault((here, there), []).append(f"{rel}:{node.lineno}")
+    return edges
+
+
+def test_every_part_of_jobs_has_a_layer():
+    parts = {p.stem if p.is_file() else p.name for p in JOBS.iterdir()
+             if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()}
+    parts.discard("configs")  # the shipped configs, installed as package data
+    assert parts - set(RANK) == set(), "add the new part to LAYERS"
+
+
+def test_imports_flow_from_higher_parts_to_lower_ones():
+    upward = [f"{a} imports {b} ({', '.join(where)})" for (a, b), where in sorted(_imports().items())
+              if RANK[b] > RANK[a]]
+    assert upward == []
+
+
+def test_no_import_cycle_between_parts():
+    graph: dict[str, set[str]] = {}
+    for a, b in _imports():
+        graph.setdefault(a, set()).add(b)
+
+    def cycle_from(start: str, node: str, seen: tuple[str, ...]) -> tuple[str, ...] | None:
+        for nxt in sorted(graph.get(node, ())):
+            if nxt == start:
+                return seen + (nxt,)
+            if nxt not in seen:
+                found = cycle_from(start, nxt, seen + (nxt,))
+                if found:
+                    return found
+        return None
+
+    cycles = {" -> ".join(c) for part in graph if (c := cycle_from(part, part, (part,)))}
+    assert cycles == set()
+
+
+def test_no_module_over_the_size_limit():
+    long = {str(p.relative_to(JOBS.parent)): n for p in JOBS.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert long == {}
+
+
+def test_late_imports_say_why():
+    """An import inside a function is there to keep start-up light (a CLI command, a driver that only
+    names a stage); it says so in a comment on its line or just above. jobs/cli.py is the exception
+    by design: each command imports what it needs, as its module docstring says."""
+    silent = []
+    for path in sorted(JOBS.rglob("*.py")):
+        if path == JOBS / "cli.py":
+            continue
+        lines = path.read_text().splitlines()
+        for func in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(func):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    here, above = lines[node.lineno - 1], lines[node.lineno - 2].strip()
+                    block_above = any(lines[i].strip().startswith("#")
+                                      for i in range(max(0, node.lineno - 4), node.lineno - 1))
+                    if "#" not in here and not above.startswith("#") and not block_above:
+                        silent.append(f"{path.relative_to(JOBS.parent)}:{node.lineno}")
+    assert silent == []
