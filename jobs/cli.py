@@ -192,14 +192,15 @@ def cmd_report(args) -> int:
     if run_dir is None:
         raise UserError("no such run: see `corpusmill status` for run ids")
     from jobs.home import home
-    from jobs.sources.fs import StorageOptions, is_remote
+    from jobs.sources.storage import StorageOptions
+    from jobs.sources.uris import is_remote
     from jobs.store.parquet import fetch_run
 
     storage = StorageOptions.from_config(_db_config(args).storage)
     local = fetch_run(run_dir, storage, home() / "staging" / Path(run_dir.rstrip("/")).name)
     written = write_report(local)
     if is_remote(run_dir):  # the report goes back next to the run's Parquet
-        from jobs.sources.fs import locate
+        from jobs.sources.storage import locate
 
         loc = locate(run_dir, storage)
         for path in written.values():
@@ -267,7 +268,7 @@ def cmd_freeze(args) -> int:
 
     cfg = load_config(_config_path(args))
     out = Path(args.output) if args.output else home() / "manifests" / f"{args.tag}.json"
-    from jobs.sources.fs import StorageOptions
+    from jobs.sources.storage import StorageOptions
 
     manifest = freeze(list(args.dirs), cfg.input.include, cfg.input.exclude, args.tag, out,
                       StorageOptions.from_config(cfg.storage), follow_external_links=cfg.input.follow_external_links)

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from jobs import PIPELINE_VERSION
 from jobs.defaults import templates_dir
 from jobs.errors import ConfigError, NotFoundError
-from jobs.sources.fs import check_uri, scheme_of
+from jobs.sources.uris import check_uri, scheme_of
 
 _COLLECTION_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 

@@ -45,8 +45,10 @@ from jobs.markdown.sentences import SentenceSplitter
 from jobs.markdown.windows import chunk_documents
 from jobs.plan import make_plan_for
 from jobs.rows import CHUNK_SCHEMA, DOC_SCHEMA
-from jobs.sources import fs
 from jobs.sources.manifest import load_manifest
+from jobs.sources.reads import local_read_refusal, read_bytes
+from jobs.sources.storage import StorageOptions
+from jobs.sources.uris import is_remote, join, local_path
 from jobs.store.connection import DatabaseUnavailable
 from jobs.store.locks import CollectionBusy
 from jobs.store.parquet import RunOutput
@@ -148,9 +150,9 @@ def stop_ray_in_background() -> threading.Thread:
 
 
 def check_reachable(cfg: JobConfig) -> None:
-    """Refuse a plain local input path on a multi-node Ray (see fs.local_read_refusal); Ray must be up."""
+    """Refuse a plain local input path on a multi-node Ray (see local_read_refusal); Ray must be up."""
     alive = sum(1 for node in ray.nodes() if node.get("Alive"))
-    refusal = fs.local_read_refusal(input_roots(cfg), alive, cfg.input.read_via_driver)
+    refusal = local_read_refusal(input_roots(cfg), alive, cfg.input.read_via_driver)
     if refusal:
         raise ConfigError(refusal)
 
@@ -206,7 +208,7 @@ def fuse_markdown(cfg: JobConfig, local: bool = True) -> bool:
 
 
 def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
-                  storage: fs.StorageOptions | None = None):
+                  storage: StorageOptions | None = None):
     """The Ray Data plan: one branch per source type, unioned before the embedding actor pool. Work
     items carry each source's path or object URI; the parse tasks read it on their own node, with
     `storage` (endpoint, region, secret-file credentials as SecretStr) shipped in the stage arguments."""
@@ -335,12 +337,12 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
     started = time.monotonic()
     run_id = run_id or new_run_id()
     fingerprint = cfg.fingerprint()
-    storage = fs.StorageOptions.from_config(cfg.storage)
+    storage = StorageOptions.from_config(cfg.storage)
     out_root = cfg.output or str(runs_dir())
-    if fs.is_remote(out_root):  # s3://bucket/runs: written through a local staging copy, for the QA report
-        location, staging = fs.join(out_root, run_id), home() / "staging" / run_id
+    if is_remote(out_root):  # s3://bucket/runs: written through a local staging copy, for the QA report
+        location, staging = join(out_root, run_id), home() / "staging" / run_id
     else:
-        location, staging = (fs.local_path(out_root) / run_id).resolve(), None
+        location, staging = (local_path(out_root) / run_id).resolve(), None
     dim = embedding_dimension(cfg.embedding.model)
 
     with PgStore(database_url(cfg), cfg.database.schema_name, reconnect_seconds=cfg.database.reconnect_seconds) as store:
@@ -381,8 +383,8 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
         store.mark_pending(cfg.collection, run_id, items)
         if cfg.input.read_via_driver:
             for item in items:  # local files only: object-store URIs are read by the tasks themselves
-                if not fs.is_remote(item["abs_path"]):
-                    item["content"] = fs.read_bytes(item["abs_path"])
+                if not is_remote(item["abs_path"]):
+                    item["content"] = read_bytes(item["abs_path"])
 
         sink = DocumentSink(store, coll, output, run_id, len(items), cfg.sink.flush_rows, cfg.sink.flush_seconds,
                             listing=listing)

@@ -14,7 +14,8 @@ from pathlib import Path
 from jobs.chunks.ids import doc_id
 from jobs.config import JobConfig
 from jobs.errors import ConfigError, NotFoundError
-from jobs.sources import fs
+from jobs.sources.storage import StorageOptions
+from jobs.sources.uris import is_remote
 from jobs.store.parquet import iter_parts
 from jobs.store.pgvector import PgStore
 from jobs.store.url import database_url
@@ -45,17 +46,17 @@ def _documents(parts, name: str) -> tuple[dict[str, list[dict]], int]:
 
 def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: str | None = None) -> dict:
     loaded = {"documents": 0, "vectors": 0, "runs": 0, "duplicates_dropped": 0}
-    storage = fs.StorageOptions.from_config(cfg.storage)
+    storage = StorageOptions.from_config(cfg.storage)
     locked: set[str] = set()
     with PgStore(database_url(cfg), cfg.database.schema_name, reconnect_seconds=cfg.database.reconnect_seconds) as store:
         store.migrate()
         coll = None
         for run_dir in run_dirs:
-            if not fs.is_remote(run_dir) and not (Path(run_dir) / "chunks").is_dir():
+            if not is_remote(run_dir) and not (Path(run_dir) / "chunks").is_dir():
                 raise NotFoundError(f"{run_dir} has no chunks/ folder: is it a corpusmill run directory?")
             parts = [p for p in iter_parts(run_dir, storage) if p.num_rows]
             if not parts:
-                if fs.is_remote(run_dir):
+                if is_remote(run_dir):
                     raise NotFoundError(f"{run_dir} has no chunks/ parts: is it a corpusmill run directory?")
                 continue
             if "content_sha256" not in parts[0].column_names:

@@ -9,20 +9,20 @@ from __future__ import annotations
 import logging
 
 from jobs.config import JobConfig
-from jobs.sources import fs
 from jobs.sources.discover import discover
 from jobs.sources.manifest import load_manifest, snapshot
 from jobs.sources.plan import Plan, make_plan
+from jobs.sources.storage import StorageOptions
 from jobs.store.pgvector import PgStore
 from jobs.store.url import database_url
 
 log = logging.getLogger(__name__)
 
 
-def make_plan_for(cfg: JobConfig, store: PgStore, storage: fs.StorageOptions | None = None) -> tuple[Plan, list]:
+def make_plan_for(cfg: JobConfig, store: PgStore, storage: StorageOptions | None = None) -> tuple[Plan, list]:
     """Discover and plan. Files whose listing matches what the store recorded are not read (unless
     input.trust_listing is off); the sha256 of the others decides add/update/skip."""
-    storage = storage or fs.StorageOptions.from_config(cfg.storage)
+    storage = storage or StorageOptions.from_config(cfg.storage)
     stored = store.stored_documents(cfg.collection)
     known = stored if cfg.input.trust_listing else None
     if cfg.input.manifest is None:

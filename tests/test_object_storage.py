@@ -201,7 +201,7 @@ def test_kill_9_and_resume_with_inputs_and_outputs_in_a_bucket(tmp_path, env, pg
 def test_a_bucket_of_3000_objects_is_replanned_without_reading_bodies(tmp_path, env, pg_url, s3_server, bucket):
     from jobs.config import load_config
     from jobs.plan import make_plan_for
-    from jobs.sources import fs
+    from jobs.sources.reads import READS
     from jobs.store.pgvector import PgStore
 
     s3 = s3_server.client()
@@ -248,10 +248,10 @@ def test_a_bucket_of_3000_objects_is_replanned_without_reading_bodies(tmp_path, 
     # In-process, with the module's own read counter: one changed object and one new one are all it reads.
     s3.put_object(Bucket=bucket, Key="many/d00/note-00000.md", Body=b"# Note 0\n\nChanged.\n")
     s3.put_object(Bucket=bucket, Key="many/d00/zz-new.md", Body=b"# New\n\nNew note.\n")
-    before = fs.READS["objects"]
+    before = READS["objects"]
     with PgStore(pg_url) as store:
         store.migrate()
         plan, _ = make_plan_for(cfg, store)
-    assert fs.READS["objects"] - before == 2 == plan.hashed
+    assert READS["objects"] - before == 2 == plan.hashed
     assert ([f.source_path for f in plan.update], [f.source_path for f in plan.add]) == (
         ["d00/note-00000.md"], ["d00/zz-new.md"])

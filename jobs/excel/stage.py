@@ -17,7 +17,7 @@ from jobs.embed.tokens import token_counter
 from jobs.excel.render import iter_drafts
 from jobs.excel.templates import SEPARATOR, TemplateTexts
 from jobs.rows import doc_marker, error_row, storable
-from jobs.sources.fs import work_local_file
+from jobs.sources.reads import work_local_file
 
 __all__ = ["excel_to_chunks"]
 
@@ -26,7 +26,7 @@ def excel_to_chunks(rows: list[dict], *, excel: ExcelConfig, quality: QualityCon
                     embedding_model: str, storage=None, templates: TemplateTexts | None = None) -> list[dict]:
     """Stage: work rows (workbooks) -> chunk rows, one per data row, or one error row per workbook.
     A workbook in an object store (or carried in the work item) is copied to a local temporary file
-    first: openpyxl and the zip guards need a real file (`storage`: jobs.sources.fs.StorageOptions)."""
+    first: openpyxl and the zip guards need a real file (`storage`: jobs.sources.storage.StorageOptions)."""
     out = []
     for work in rows:
         try:

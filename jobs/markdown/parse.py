@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from jobs.rows import error_fields
-from jobs.sources.fs import work_bytes
+from jobs.sources.reads import work_bytes
 
 _FENCE_OPEN = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _ATX = re.compile(
@@ -304,7 +304,7 @@ def parse_documents(rows: list[dict], *, title_from_front_matter: bool = True, o
                     storage=None) -> list[dict]:
     """Stage: work rows (Markdown files) -> document rows with sections. A file that cannot be read
     or parsed becomes an error row; the others go on. `abs_path` is a local path or an object URI,
-    read here on the worker (`storage`: jobs.sources.fs.StorageOptions), unless the driver put the
+    read here on the worker (`storage`: jobs.sources.storage.StorageOptions), unless the driver put the
     bytes in `content` (--read-via-driver)."""
     out = []
     for work in rows:

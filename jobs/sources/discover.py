@@ -1,11 +1,12 @@
 """Walk the input roots and describe each file: relative path, type, size, listing tag, sha256.
 
-Roots are local paths or object-store URIs (jobs/sources/fs.py). The listing streams; a file whose
-listing (size and ETag, or mtime) still matches what the store recorded for a `done` document keeps
-that document's sha256 without being read. Every other file is read and hashed (object-store files
-several at a time), and the sha256 is what decides whether its chunks are replaced.
+Roots are local paths or object-store URIs (jobs/sources/uris.py), listed by jobs/sources/listing.py.
+The listing streams; a file whose listing (size and ETag, or mtime) still matches what the store
+recorded for a `done` document keeps that document's sha256 without being read. Every other file is
+read and hashed (object-store files several at a time), and the sha256 is what decides whether its
+chunks are replaced.
 
-Local roots: symbolic links are followed only inside the root (fs._iter_local); links passed over
+Local roots: symbolic links are followed only inside the root (listing._iter_local); links passed over
 (outside the root, loops, broken) are logged as warnings and returned on the result's `skipped`, from
 where the plan, `corpusmill plan` and the QA report show them.
 """
@@ -20,8 +21,10 @@ from pathlib import Path, PurePosixPath
 from typing import Mapping
 
 from jobs.errors import ConfigError
-from jobs.sources import fs
 from jobs.sources.globs import matches
+from jobs.sources.listing import Listed, Skipped, iter_files
+from jobs.sources.reads import sha256_of
+from jobs.sources.storage import StorageOptions
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +65,7 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def _trusted(known: Mapping | None, rel: str, item: fs.Listed) -> str | None:
+def _trusted(known: Mapping | None, rel: str, item: Listed) -> str | None:
     """The stored sha256 when the listing proves the content is the one the store holds, else None."""
     doc = known.get(rel) if known else None
     if doc is None or getattr(doc, "status", "done") != "done" or not item.tag:
@@ -72,7 +75,7 @@ def _trusted(known: Mapping | None, rel: str, item: fs.Listed) -> str | None:
     return None
 
 
-def discover(roots: list, include: list[str], exclude: list[str], storage: fs.StorageOptions | None = None,
+def discover(roots: list, include: list[str], exclude: list[str], storage: StorageOptions | None = None,
              known: Mapping | None = None, *, follow_external_links: bool = False) -> Discovered:
     """Every matching file under `roots`. Two roots holding the same relative path is an error,
     since the relative path is the document's identity in the store.
@@ -89,18 +92,18 @@ def discover(roots: list, include: list[str], exclude: list[str], storage: fs.St
         raise ConfigError("no input roots: pass --input DIR|URI or set input.roots in the config")
     found: dict[str, int] = {}  # rel -> index in out
     out: list[SourceFile | None] = []
-    waiting: list[tuple[int, fs.Listed, str]] = []
+    waiting: list[tuple[int, Listed, str]] = []
     skipped: list[dict] = []
     listed = 0
     with ThreadPoolExecutor(max_workers=HASH_THREADS, thread_name_prefix="hash") as pool:
         def hash_waiting() -> None:
-            shas = pool.map(lambda w: fs.sha256_of(w[1].uri, storage, w[1].size), waiting)
+            shas = pool.map(lambda w: sha256_of(w[1].uri, storage, w[1].size), waiting)
             for (i, item, source_type), sha in zip(waiting, shas):
                 out[i] = SourceFile(item.rel, item.uri, source_type, item.size, sha, item.tag, hashed=True)
             waiting.clear()
 
         for root in roots:
-            def on_skip(entry: fs.Skipped, root=root) -> None:
+            def on_skip(entry: Skipped, root=root) -> None:
                 # Reported when it could have held a document: a directory, or a file the globs select
                 # (a virtualenv's bin/python -> /usr/bin/python3 is not worth a warning).
                 if matches(entry.rel, exclude) or not (entry.is_dir or matches(entry.rel, include)):
@@ -110,7 +113,7 @@ def discover(roots: list, include: list[str], exclude: list[str], storage: fs.St
                     log.warning("discover: %s under %s passed over (%s -> %s)", entry.rel, root, entry.reason,
                                 entry.target or "?")
 
-            for item in fs.iter_files(str(root), storage, follow_external_links=follow_external_links,
+            for item in iter_files(str(root), storage, follow_external_links=follow_external_links,
                                       on_skip=on_skip):
                 listed += 1
                 rel = item.rel

@@ -14,8 +14,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from jobs.errors import ConfigError
-from jobs.sources import fs
 from jobs.sources.discover import Discovered, SourceFile, discover
+from jobs.sources.storage import StorageOptions
+from jobs.sources.uris import normalize_root
 
 
 @dataclass
@@ -26,12 +27,12 @@ class Snapshot:
 
 
 def freeze(roots: list, include: list[str], exclude: list[str], tag: str, out: Path,
-           storage: fs.StorageOptions | None = None, *, follow_external_links: bool = False) -> dict:
+           storage: StorageOptions | None = None, *, follow_external_links: bool = False) -> dict:
     files = discover(roots, include, exclude, storage, follow_external_links=follow_external_links)
     manifest = {
         "tag": tag,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "roots": [fs.normalize_root(r) for r in roots],
+        "roots": [normalize_root(r) for r in roots],
         "files": [{"source_path": f.source_path, "sha256": f.content_sha256, "size": f.size_bytes} for f in files],
     }
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -50,7 +51,7 @@ def load_manifest(path: Path) -> dict:
 
 
 def snapshot(manifest: dict, roots: list, include: list[str], exclude: list[str],
-             storage: fs.StorageOptions | None = None, known: dict | None = None, *,
+             storage: StorageOptions | None = None, known: dict | None = None, *,
              follow_external_links: bool = False) -> Snapshot:
     """The files of `manifest` as they are now under `roots`, split into unchanged, changed and missing.
     `known` (the store's documents) lets unchanged listings skip the read, as in a plain plan. A

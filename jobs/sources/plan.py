@@ -30,7 +30,7 @@ class Plan:
     not_as_frozen: list[str] = field(default_factory=list)
     hashed: int = 0  # files read and hashed to make this plan (the rest were unchanged by their listing)
     # Local entries discovery passed over: {"root", "path", "reason", "target"}, reason one of
-    # jobs.sources.fs.SKIP_REASONS (a link out of the root, a link loop, a broken link, a FIFO).
+    # jobs.sources.listing.SKIP_REASONS (a link out of the root, a link loop, a broken link, a FIFO).
     skipped_links: list[dict] = field(default_factory=list)
 
     @property

@@ -25,7 +25,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from jobs.rows import CONTRACT_FIELDS, CONTRACT_NAMES
-from jobs.sources import fs
+from jobs.sources.storage import StorageOptions, locate
+from jobs.sources.uris import is_remote, local_path
 
 log = logging.getLogger(__name__)
 
@@ -49,18 +50,18 @@ class RunOutput:
     """`location`: the run directory (a path or a URI). `staging`: the local copy of a remote run
     directory (required for a URI). `run_dir` is always local: the directory the QA code reads."""
 
-    def __init__(self, location: Path | str, dimension: int, storage: fs.StorageOptions | None = None,
+    def __init__(self, location: Path | str, dimension: int, storage: StorageOptions | None = None,
                  staging: Path | None = None):
         self.schema = contract_schema(dimension)
         self.storage = storage
-        self.remote = fs.locate(str(location), storage) if fs.is_remote(location) else None
+        self.remote = locate(str(location), storage) if is_remote(location) else None
         if self.remote is not None:
             if staging is None:
                 raise ValueError("a remote run directory needs a local staging directory")
             self.uri = self.remote.uri
             self.run_dir = Path(staging)
         else:
-            self.run_dir = fs.local_path(location)
+            self.run_dir = local_path(location)
             self.uri = str(self.run_dir)
         self.chunks_dir = self.run_dir / "chunks"
         self.qa_dir = self.run_dir / "qa"
@@ -146,11 +147,11 @@ class RunOutput:
         return path
 
 
-def fetch_run(location: str, storage: fs.StorageOptions | None, staging: Path) -> Path:
+def fetch_run(location: str, storage: StorageOptions | None, staging: Path) -> Path:
     """A local copy of a run directory in an object store (for `corpusmill report`); a local one as is."""
-    if not fs.is_remote(location):
-        return fs.local_path(location)
-    loc = fs.locate(location, storage)
+    if not is_remote(location):
+        return local_path(location)
+    loc = locate(location, storage)
     staging.mkdir(parents=True, exist_ok=True)
     for name in loc.fs.find(loc.path):
         rel = name[len(loc.path) + 1:]
@@ -160,11 +161,11 @@ def fetch_run(location: str, storage: fs.StorageOptions | None, staging: Path) -
     return staging
 
 
-def iter_parts(run_dir: Path | str, storage: fs.StorageOptions | None = None) -> Iterator[pa.Table]:
+def iter_parts(run_dir: Path | str, storage: StorageOptions | None = None) -> Iterator[pa.Table]:
     """A run directory's chunk parts one at a time, in write order (local or in an object store). Only
     named parts: a run killed mid-write can leave a `.parquet.tmp` behind."""
-    if fs.is_remote(run_dir):
-        loc = fs.locate(str(run_dir), storage)
+    if is_remote(run_dir):
+        loc = locate(str(run_dir), storage)
         names = loc.fs.ls(f"{loc.path}/chunks", detail=False) if loc.fs.exists(f"{loc.path}/chunks") else []
         for p in sorted(n for n in names if n.endswith(".parquet")):
             with loc.fs.open(p, "rb") as f:
@@ -174,7 +175,7 @@ def iter_parts(run_dir: Path | str, storage: fs.StorageOptions | None = None) ->
         yield pq.read_table(p)
 
 
-def read_chunks(run_dir: Path | str, storage: fs.StorageOptions | None = None) -> pa.Table:
+def read_chunks(run_dir: Path | str, storage: StorageOptions | None = None) -> pa.Table:
     """Every chunk part of a run directory, local or in an object store."""
     parts = list(iter_parts(run_dir, storage))
     return pa.concat_tables(parts) if parts else pa.table({})

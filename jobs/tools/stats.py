@@ -22,7 +22,8 @@ from jobs.markdown.parse import decode_source_text, parse_markdown
 from jobs.markdown.sentences import SentenceSplitter
 from jobs.markdown.windows import chunk_document
 from jobs.sources.discover import discover
-from jobs.sources.fs import StorageOptions, read_bytes
+from jobs.sources.reads import read_bytes
+from jobs.sources.storage import StorageOptions
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 

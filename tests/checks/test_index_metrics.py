@@ -5,6 +5,7 @@ import pytest
 from psycopg import sql
 
 from jobs.checks.index_metrics import index_metrics
+from jobs.store.names import index_name
 from tests.factories import chunk_row, doc_row, unit_vector
 
 DIM = 8
@@ -144,7 +145,7 @@ def test_hnsw_query_uses_the_index_when_the_planner_may_not_avoid_it(store):
     with store.conn.transaction():
         store.conn.execute("SET LOCAL enable_seqscan = off")
         plan = "\n".join(r[0] for r in store.conn.execute(stmt))
-    assert f"{coll.chunk_table}_hnsw" in plan
+    assert index_name(coll.chunk_table, "hnsw") in plan
 
 
 def test_hnsw_path_without_an_index_is_left_unmeasured_with_a_warning(store):

@@ -1,4 +1,4 @@
-"""jobs/sources/discover.py and fs._iter_local with symbolic links: what is followed, what is skipped and why.
+"""jobs/sources/discover.py and listing._iter_local with symbolic links: what is followed, what is skipped and why.
 
 The trees are built by each test in its own tmp dir (symlinks committed to git do not survive every
 checkout), with real links, a real FIFO and real loops: nothing is faked.
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.sources import fs
 from jobs.sources.discover import discover
+from jobs.sources.listing import Skipped, iter_files
 from jobs.sources.manifest import freeze, load_manifest, snapshot
 from jobs.sources.plan import make_plan
 from tests.conftest import REPO
@@ -92,8 +92,8 @@ def test_follow_external_links_opts_in_and_loops_out_there_still_end(tree):
 
 def test_iter_files_streams_the_same_way_for_file_uris(tree):
     root, _ = tree
-    seen: list[fs.Skipped] = []
-    items = list(fs.iter_files(f"file://{root}", on_skip=seen.append))
+    seen: list[Skipped] = []
+    items = list(iter_files(f"file://{root}", on_skip=seen.append))
     assert "leak.md" not in {i.rel for i in items}
     assert {s.rel for s in seen} >= {"leak.md", "extdir", "loop/up", "broken.md"}
     assert [i.rel for i in items] == sorted(i.rel for i in items if "/" not in i.rel) + [

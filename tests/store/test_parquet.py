@@ -8,7 +8,7 @@ import uuid
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.sources import fs
+from jobs.sources.storage import StorageOptions
 from jobs.store.parquet import PARQUET_NAMES, RunOutput, fetch_run, read_chunks
 
 
@@ -34,7 +34,7 @@ def test_local_run_output_is_unchanged(tmp_path):
 
 
 def test_remote_run_output_uploads_parts_whole_and_resumes_numbering(s3_server, bucket, tmp_path):
-    opts = fs.StorageOptions(endpoint_url=s3_server.endpoint)
+    opts = StorageOptions(endpoint_url=s3_server.endpoint)
     uri = f"s3://{bucket}/runs/r1"
     out = RunOutput(uri, 2, opts, staging=tmp_path / "staging")
     out.write_json("run.json", {"run_id": "r1"})

@@ -80,7 +80,7 @@ def test_hnsw_index_is_built_after_load_once(store):
     assert store.ensure_hnsw_index(coll) is True
     assert store.ensure_hnsw_index(coll) is False
     idx = store.conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s",
-                             (f"{coll.chunk_table}_hnsw",)).fetchone()[0]
+                             (index_name(coll.chunk_table, "hnsw"),)).fetchone()[0]
     assert "hnsw" in idx and "vector_cosine_ops" in idx
 
 
