@@ -1,4 +1,7 @@
-"""`corpusmill` command line: parse arguments, call the job, print. Nothing else lives here."""
+"""`corpusmill` command line: parse arguments, call the job, print. Nothing else lives here.
+
+Each command imports the jobs it runs inside its own function: `corpusmill status` must not pay for
+Ray, torch or spaCy that only `ingest` needs (tests/test_cli.py checks the light commands)."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from pathlib import Path
 from jobs.errors import NotFoundError, UserError
 
 DEFAULT_CONFIG = "configs/local.yaml"
+MODES = ("vector", "text", "hybrid")  # as jobs/store/text_search.py; not imported: --help stays light
 
 
 def _add_selectors(p: argparse.ArgumentParser) -> None:
@@ -167,7 +171,8 @@ def cmd_search(args) -> int:
         raise NotFoundError(f"queries file not found: {args.queries}")
     cfg, store = _store(args)
     with store:
-        searcher = Searcher(store, args.collection or cfg.collection, ef_search=cfg.database.ef_search)
+        searcher = Searcher(store, args.collection or cfg.collection, ef_search=cfg.database.ef_search,
+                            mode=args.mode or cfg.database.search_mode)
         queries = [args.query] if args.query else [
             line.strip() for line in Path(args.queries).read_text(encoding="utf-8").splitlines() if line.strip()]
         for q in queries:
@@ -184,6 +189,10 @@ def cmd_search(args) -> int:
 
 
 def cmd_report(args) -> int:
+    from jobs.home import home
+    from jobs.sources.storage import StorageOptions, locate
+    from jobs.sources.uris import is_remote
+    from jobs.store.parquet import fetch_run
     from jobs.tools.report import write_report
 
     _, store = _store(args)
@@ -191,17 +200,10 @@ def cmd_report(args) -> int:
         run_dir = store.run_output_dir(args.run_id, args.collection)
     if run_dir is None:
         raise UserError("no such run: see `corpusmill status` for run ids")
-    from jobs.home import home
-    from jobs.sources.storage import StorageOptions
-    from jobs.sources.uris import is_remote
-    from jobs.store.parquet import fetch_run
-
     storage = StorageOptions.from_config(_db_config(args).storage)
     local = fetch_run(run_dir, storage, home() / "staging" / Path(run_dir.rstrip("/")).name)
     written = write_report(local)
     if is_remote(run_dir):  # the report goes back next to the run's Parquet
-        from jobs.sources.storage import locate
-
         loc = locate(run_dir, storage)
         for path in written.values():
             loc.fs.put_file(str(path), f"{loc.path}/{Path(path).relative_to(local).as_posix()}")
@@ -265,10 +267,10 @@ def cmd_freeze(args) -> int:
     from jobs.config import load_config
     from jobs.home import home
     from jobs.sources.manifest import freeze
+    from jobs.sources.storage import StorageOptions
 
     cfg = load_config(_config_path(args))
     out = Path(args.output) if args.output else home() / "manifests" / f"{args.tag}.json"
-    from jobs.sources.storage import StorageOptions
 
     manifest = freeze(list(args.dirs), cfg.input.include, cfg.input.exclude, args.tag, out,
                       StorageOptions.from_config(cfg.storage), follow_external_links=cfg.input.follow_external_links)
@@ -298,7 +300,7 @@ def cmd_eval(args) -> int:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     with store:
         for name in names:
-            searcher = Searcher(store, name, ef_search=cfg.database.ef_search)
+            searcher = Searcher(store, name, ef_search=cfg.database.ef_search, mode=args.mode or cfg.database.search_mode)
             report = evaluate(questions, lambda qs, k, s=searcher: s.search_many(qs, k, exact=args.exact))
             hits = Path(args.hits) if args.hits and len(names) == 1 else home() / "eval" / f"{name}-{stamp}.hits.jsonl"
             hits.parent.mkdir(parents=True, exist_ok=True)
@@ -368,6 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", type=int, default=5)
     p.add_argument("--json", action="store_true", help="one JSON line per query")
     p.add_argument("--queries", metavar="FILE", help="one query per line")
+    p.add_argument("--mode", choices=MODES, help="vector, text (BM25) or hybrid (default: the config's database.search_mode)")
     _add_db_args(p)
     p.add_argument("query", nargs="?")
     p.set_defaults(func=cmd_search)
@@ -379,6 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--golden", required=True, metavar="FILE",
                    help="JSONL (question + chunk_id / source_path / answer) or SQuAD-format JSON such as XQuAD")
     p.add_argument("--exact", action="store_true", help="flat scan instead of the HNSW index (the index's own loss)")
+    p.add_argument("--mode", choices=MODES, help="vector, text (BM25) or hybrid (default: the config's database.search_mode)")
     p.add_argument("--hits", metavar="FILE", help="per-question hits JSONL (default $CORPUSMILL_HOME/eval/…)")
     p.add_argument("--json", action="store_true")
     _add_db_args(p)

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from jobs import PIPELINE_VERSION
 from jobs.defaults import templates_dir
 from jobs.errors import ConfigError, NotFoundError
+from jobs.sources.globs import check_globs
 from jobs.sources.uris import check_uri, scheme_of
 
 _COLLECTION_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -88,6 +89,12 @@ class InputConfig(_Strict):
     @classmethod
     def _roots(cls, roots: object) -> object:
         return [_uri(r) for r in roots] if isinstance(roots, (list, tuple)) else roots
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _globs_compile(cls, patterns: list[str], info) -> list[str]:
+        check_globs(patterns, f"input.{info.field_name}")
+        return patterns
 
 
 class StorageConfig(_Strict):
@@ -262,8 +269,11 @@ class ExcelConfig(_Strict):
             if unknown or not isinstance(pin.get("header_row"), int) or pin["header_row"] < 0:
                 raise ValueError(f"excel.header_rows entries are {{file: glob, sheet: glob, header_row: int >= 0}}, "
                                  f"got {pin!r}")
-        return [{"file": str(p.get("file", "*")), "sheet": str(p.get("sheet", "*")), "header_row": p["header_row"]}
+        pins = [{"file": str(p.get("file", "*")), "sheet": str(p.get("sheet", "*")), "header_row": p["header_row"]}
                 for p in pins]
+        for pin in pins:
+            check_globs([pin["file"], pin["sheet"].casefold()], "excel.header_rows")
+        return pins
 
     @field_validator("structural_patterns")
     @classmethod
@@ -310,6 +320,9 @@ class DatabaseConfig(_Strict):
     hnsw_m: int = Field(16, ge=2)
     hnsw_ef_construction: int = Field(64, ge=4)
     ef_search: int = Field(40, ge=1)
+    search_mode: Literal["vector", "text", "hybrid"] = Field(
+        "hybrid", description="how `search` and `eval` rank: vector (cosine through HNSW), text (BM25 over the "
+        "full-text column) or hybrid (both fused by reciprocal rank); --mode overrides")
     lock_wait_seconds: float = Field(
         0.0, ge=0, description="a collection being written by another run: wait this long for its lock, then exit 2 "
         "naming that run (0: exit at once)")

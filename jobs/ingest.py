@@ -426,6 +426,7 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
                 stopping.append(stop_ray_in_background())
             t_index = time.monotonic()
             result.index_built = store.ensure_hnsw_index(coll, cfg.database.hnsw_m, cfg.database.hnsw_ef_construction)
+            store.ensure_text_index(coll)
             stage_stats["stages"]["index"] = {"built": result.index_built,
                                               "seconds": round(time.monotonic() - t_index, 3)}
 

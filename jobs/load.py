@@ -84,5 +84,6 @@ def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: st
                      loaded["duplicates_dropped"])
         if coll is not None:
             store.ensure_hnsw_index(coll, cfg.database.hnsw_m, cfg.database.hnsw_ef_construction)
+            store.ensure_text_index(coll)
             loaded["collection"] = coll.name
     return loaded

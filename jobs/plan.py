@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 
 from jobs.config import JobConfig
+from jobs.sources.changes import Plan, make_plan
 from jobs.sources.discover import discover
 from jobs.sources.manifest import load_manifest, snapshot
-from jobs.sources.plan import Plan, make_plan
 from jobs.sources.storage import StorageOptions
 from jobs.store.pgvector import PgStore
 from jobs.store.url import database_url

@@ -105,6 +105,7 @@ def run_reembed(cfg: JobConfig, collection: str, model: str, *, drop_old: bool =
         log.info("re-embedding %s with %s (%d documents already done)", collection, model, already)
         documents, chunks = fill_space(store, active, space, make_embedder(cfg, model), docs_per_batch)
         store.ensure_hnsw_index(space, cfg.database.hnsw_m, cfg.database.hnsw_ef_construction)
+        store.ensure_text_index(space)
         switch_to(store, cfg, active, space)
         dropped = store.drop_retired(collection) if drop_old else []
     return ReembedResult(collection, active.embedding_model, model, space.chunk_table, documents, already,

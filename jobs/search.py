@@ -1,20 +1,33 @@
-"""Query a collection: embed the query with the collection's own model, ask pgvector's HNSW index."""
+"""Query a collection: embed the query with the collection's own model, then rank by vector (pgvector's
+HNSW index), by text (BM25 over the full-text column) or both fused (jobs/store/text_search.py)."""
 
 from __future__ import annotations
 
-from sentence_transformers import SentenceTransformer
+import logging
+
+import psycopg
 
 from jobs.embed.models import resolve_model
 from jobs.store.pgvector import PgStore, UnknownCollection
 
+log = logging.getLogger(__name__)
+
 
 class Searcher:
-    def __init__(self, store: PgStore, collection: str, ef_search: int = 40):
+    def __init__(self, store: PgStore, collection: str, ef_search: int = 40, mode: str = "vector"):
         coll = store.get_collection(collection)
         if coll is None:
             known = ", ".join(c.name for c in store.list_collections()) or "none yet"
             raise UnknownCollection(f"no collection named {collection!r} (known: {known})")
-        self.store, self.coll, self.ef_search = store, coll, ef_search
+        from sentence_transformers import SentenceTransformer  # late: a wrong name is told before torch loads
+
+        if mode != "vector":  # a collection from before full-text search gets its column and index once
+            try:
+                store.ensure_text_index(coll)
+            except psycopg.errors.InsufficientPrivilege as exc:
+                log.warning("%s: searching by vector only (%s)", collection, exc)
+                mode = "vector"
+        self.store, self.coll, self.ef_search, self.mode = store, coll, ef_search, mode
         # The query must be embedded by the model that embedded the chunks, whatever the config says now.
         self.model = SentenceTransformer(resolve_model(coll.embedding_model).location, device="cpu")
 
@@ -23,4 +36,4 @@ class Searcher:
 
     def search_many(self, queries: list[str], k: int = 5, exact: bool = False) -> list[list[dict]]:
         vectors = self.model.encode(queries, normalize_embeddings=True, show_progress_bar=False, batch_size=64)
-        return self.store.search_many(self.coll, vectors, k, self.ef_search, exact)
+        return self.store.search_many(self.coll, vectors, k, self.ef_search, exact, queries=queries, mode=self.mode)

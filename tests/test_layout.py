@@ -17,9 +17,9 @@ LAYERS = [
     {"jobs", "errors", "home", "defaults"},  # `jobs` is the package itself: PIPELINE_VERSION, __version__
     {"sources"},  # where documents come from: discovery, listing, the plan
     {"config"},
-    {"rows"},  # the row schemas and the one chunk-row builder
+    {"rows"},  # the row schemas between stages (the chunk contract, error and empty markers)
     {"store"},  # PostgreSQL + pgvector, Parquet, the sink
-    {"chunks"},  # what both source types share: ids, quality bands
+    {"chunks"},  # what both source types share: ids, quality bands, the one chunk-row builder
     {"embed"},  # the embedding model: resolution, tokenizer, encoder
     {"markdown", "excel"},  # one package per source type, each its whole path to chunk rows
     {"checks"},  # what every ingest measures: run metrics, index metrics, gates

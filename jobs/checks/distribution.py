@@ -19,3 +19,9 @@ def distribution(values: list[int] | list[float]) -> dict:
         "p95": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
         "max": ordered[-1],
     }
+
+
+def length_summary(tokens: list[int], words: list[int]) -> dict:
+    """Mean and median tokens and words of embedded chunks, as metrics.json and the report print them."""
+    t, w = distribution(tokens), distribution(words)
+    return {"tokens_mean": t["mean"], "tokens_median": t["median"], "words_mean": w["mean"], "words_median": w["median"]}

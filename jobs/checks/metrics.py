@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobs.checks.distribution import distribution
+from jobs.checks.distribution import length_summary
 from jobs.store.sink import SinkStats
 
 
@@ -18,7 +18,6 @@ def _histogram(values: list[int], edges: list[int]) -> dict[str, int]:
 
 def run_metrics(stats: SinkStats, plan_counts: dict, seconds: float) -> dict:
     tokens, words = stats.tokens, stats.words
-    t, w = distribution(tokens), distribution(words)
     return {
         "files": {**plan_counts, "done": stats.docs_done, "empty": stats.docs_empty, "failed": stats.docs_failed},
         "chunks": {
@@ -30,10 +29,7 @@ def run_metrics(stats: SinkStats, plan_counts: dict, seconds: float) -> dict:
             "omitted_by_reason": dict(stats.omit_reasons),
         },
         "embedded_chunks": {
-            "tokens_mean": t["mean"],
-            "tokens_median": t["median"],
-            "words_mean": w["mean"],
-            "words_median": w["median"],
+            **length_summary(tokens, words),
             "token_histogram": _histogram(tokens, [0, 16, 32, 64, 128, 192, 256, 384, 512]),
         },
         "text_changes": dict(sorted(stats.text_changes.items())),

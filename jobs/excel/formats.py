@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-from jobs.excel.templates import clean_text
+from jobs.excel.cells import clean_text
 
 __all__ = ["EXCEL_ERRORS", "format_value"]
 

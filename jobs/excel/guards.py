@@ -4,7 +4,8 @@ openpyxl parses untrusted XML and inflates whatever the zip holds, so the checks
 file size, legacy and binary formats (refused with how to convert them), zip bombs (entry count,
 summed size, compression ratio) and DTDs ("billion laughs") in any part that is or looks like XML.
 `require_defusedxml` insists that openpyxl parses through defusedxml. Every refusal is a
-ValueError (RuntimeError for defusedxml) naming the limit and its `excel.` config key.
+ValueError naming the limit and its `excel.` config key (defusedxml itself is a dependency: without
+it this module does not import).
 """
 
 from __future__ import annotations

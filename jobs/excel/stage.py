@@ -14,8 +14,9 @@ from collections import Counter
 from jobs.chunks.build import chunk_rows
 from jobs.config import ExcelConfig, QualityConfig
 from jobs.embed.tokens import token_counter
+from jobs.excel.cells import SEPARATOR
 from jobs.excel.render import iter_drafts
-from jobs.excel.templates import SEPARATOR, TemplateTexts
+from jobs.excel.templates import TemplateTexts
 from jobs.rows import doc_marker, error_row, storable
 from jobs.sources.reads import work_local_file
 

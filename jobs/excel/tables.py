@@ -18,9 +18,10 @@ from typing import Iterator
 from openpyxl.utils import get_column_letter
 
 from jobs.chunks.quality import word_count
+from jobs.excel.cells import SEPARATOR, clean_header
 from jobs.excel.formats import format_value
 from jobs.excel.reader import TEXT, TYPED, Row
-from jobs.excel.templates import SEPARATOR, Template, clean_header, file_matches, sheet_matches
+from jobs.excel.templates import Template, file_matches, sheet_matches
 
 __all__ = ["Table", "header_labels", "pinned_header", "split_tables"]
 

@@ -81,7 +81,7 @@ def discover(roots: list, include: list[str], exclude: list[str], storage: Stora
     since the relative path is the document's identity in the store.
 
     `known`: the store's documents by source path (objects with `status`, `content_sha256`,
-    `source_size`, `source_etag`, like jobs.sources.plan.StoredDoc); files whose listing matches a
+    `source_size`, `source_etag`, like jobs.sources.changes.StoredDoc); files whose listing matches a
     `done` one are not read. Without it every file is read and hashed.
 
     `follow_external_links` (config input.follow_external_links): follow links whose target lies

@@ -27,7 +27,16 @@ def _compiled(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
     return re.compile("|".join(f"(?:{r})" for r in regexes)) if regexes else None
 
 
+def check_globs(patterns: list[str] | tuple[str, ...], what: str) -> None:
+    """Raise ValueError naming `what` when a pattern cannot be compiled (a brace expansion past
+    wcmatch's limit, say), so a config is refused when it is read rather than mid-run."""
+    try:
+        _compiled(tuple(patterns))
+    except Exception as exc:  # wcmatch raises its own PatternLimitException or a ValueError
+        raise ValueError(f"{what}: {exc}") from exc
+
+
 def matches(rel_path: str, patterns: list[str] | tuple[str, ...]) -> bool:
-    """True when `rel_path` matches any of `patterns`."""
+    """True when the whole of `rel_path` matches any of `patterns` (a trailing `/` or newline does not)."""
     compiled = _compiled(tuple(patterns))
-    return compiled is not None and compiled.match(rel_path) is not None
+    return compiled is not None and compiled.fullmatch(rel_path) is not None and not rel_path.endswith(("/", "\n"))

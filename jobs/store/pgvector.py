@@ -25,8 +25,8 @@ from psycopg import sql
 
 from jobs.errors import NotPermittedError, UnreachableError, UserError
 from jobs.rows import storable
-from jobs.sources.plan import StoredDoc
-from jobs.store import locks
+from jobs.sources.changes import StoredDoc
+from jobs.store import locks, text_search
 from jobs.store.connection import connect, connect_with_backoff, reconnecting
 from jobs.store.names import chunk_table_name, index_name, lock_key
 
@@ -340,6 +340,7 @@ class PgStore:
                 _SQL_TYPES.get(typ, typ))
             extra = sql.SQL(" PRIMARY KEY") if name == "chunk_id" else sql.SQL("")
             defs.append(sql.SQL("{} {}{}").format(sql.Identifier(name), pg_type, extra))
+        defs.append(text_search.text_column())
         self.conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(self._t(table), sql.SQL(", ").join(defs)))
         self._ensure_doc_index(table)
 
@@ -557,9 +558,26 @@ class PgStore:
         return self.search_many(coll, [vector], k, ef_search, exact)[0]
 
     @reconnecting
-    def search_many(self, coll: Collection, vectors, k: int, ef_search: int = 40, exact: bool = False) -> list[list[dict]]:
-        """Top-k chunks per query vector by cosine distance: through the HNSW index, or with `exact` a
-        flat scan (index scans disabled) that measures what the index itself loses."""
+    @reconnecting
+    def ensure_text_index(self, coll: Collection) -> bool:
+        """The full-text column and its GIN index, built once the first load is in, like HNSW. A table
+        made before the column existed gets it here (one rewrite). True when the index was built now."""
+        if text_search.ensure_text_column(self.conn, self._t(coll.chunk_table), coll.chunk_table, self.schema):
+            log.info("collection %s: full-text column added to %s", coll.name, coll.chunk_table)
+        if self.table_index(coll.chunk_table, "gin", "tsv") is not None:
+            return False
+        text_search.create_text_index(self.conn, self._t(coll.chunk_table), coll.chunk_table)
+        return True
+
+    def search_many(self, coll: Collection, vectors, k: int, ef_search: int = 40, exact: bool = False,
+                    queries: list[str] | None = None, mode: str = "vector") -> list[list[dict]]:
+        """Top-k chunks per query. `vector`: by cosine distance, through the HNSW index, or with `exact`
+        a flat scan (index scans disabled) that measures what the index itself loses. `text` and
+        `hybrid` rank by BM25 over the full-text column (hybrid: fused with the vector ranking;
+        jobs/store/text_search.py) and need the query texts."""
+        if mode != "vector":
+            return text_search.search(self.conn, self._t(coll.chunk_table), mode, queries, vectors, k, ef_search,
+                                      exact)
         stmt = sql.SQL(
             "SELECT chunk_id, source_path, heading_path, text, 1 - (embedding <=> %s) AS score "
             "FROM {} ORDER BY embedding <=> %s LIMIT %s").format(self._t(coll.chunk_table))

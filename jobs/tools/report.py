@@ -29,7 +29,7 @@ import pyarrow.parquet as pq  # noqa: E402
 from jinja2 import Environment, FileSystemLoader, StrictUndefined  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from jobs.checks.distribution import distribution  # noqa: E402
+from jobs.checks.distribution import distribution, length_summary  # noqa: E402
 
 # The embedding column is left out: the report never needs vectors, and on a large run they dwarf the rest.
 _COLUMNS = ["chunk_id", "source_path", "source_type", "heading_path", "text", "seq", "tags",
@@ -168,17 +168,6 @@ def token_limit(metrics: dict, run_info: dict) -> tuple[int, str] | None:
 
 # ---------------------------------------------------------------------------------------------- tables
 
-def _stats(tokens: list[int], words: list[int]) -> dict:
-    if not tokens:
-        return {"tokens_mean": None, "tokens_median": None, "words_mean": None, "words_median": None}
-    return {
-        "tokens_mean": round(statistics.fmean(tokens), 1),
-        "tokens_median": statistics.median(tokens),
-        "words_mean": round(statistics.fmean(words), 1),
-        "words_median": statistics.median(words),
-    }
-
-
 def _group(chunks: _Chunks, keys_of) -> dict[str, dict]:
     members: dict[str, list[int]] = defaultdict(list)
     for i in range(len(chunks)):
@@ -188,7 +177,7 @@ def _group(chunks: _Chunks, keys_of) -> dict[str, dict]:
     for key, idx in sorted(members.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         omitted = sum(chunks.omitted[i] for i in idx)
         out[key] = {"chunks": len(idx), "embedded": len(idx) - omitted, "omitted": omitted,
-                    **_stats([chunks.token_count[i] for i in idx], [chunks.word_count[i] for i in idx])}
+                    **length_summary([chunks.token_count[i] for i in idx], [chunks.word_count[i] for i in idx])}
     return out
 
 
@@ -212,7 +201,7 @@ def build_breakdown(chunks: _Chunks) -> dict:
         "scope": "All chunks in the run's Parquet, omitted ones included",
         "totals": {"chunks": n, "embedded": n - omitted, "omitted": omitted, "files": len(per_file),
                    "flagged": sum(1 for q, o in zip(chunks.quality, chunks.omitted) if q != "ok" or o),
-                   **_stats(chunks.token_count, chunks.word_count)},
+                   **length_summary(chunks.token_count, chunks.word_count)},
         "by_source_type": _group(chunks, lambda i: [chunks.source_type[i]]),
         "by_tag": _group(chunks, lambda i: chunks.tags[i] or [NO_TAG]),
         "by_quality": {q: {"chunks": quality[q], "embedded": quality[q] - quality_omitted[q],

@@ -5,7 +5,7 @@ import pytest
 
 from jobs.config import ExcelConfig, QualityConfig
 from jobs.excel.stage import excel_to_chunks
-from jobs.excel.templates import Template, apply_format, clean_header, load_templates, parse_text, render_fallback
+from jobs.excel.templates import Template, apply_format, load_templates, parse_text, render_fallback
 from tests.conftest import REPO
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -121,12 +121,8 @@ def test_shipped_templates_load_and_fit_their_sheets():
     assert reg.match("other.xlsx", "other.xlsx", "mtcars", mtcars) is None
 
 
-def test_fallback_names_every_value_and_headers_are_cleaned():
+def test_fallback_names_every_value():
     assert render_fallback(["Team", "Column B", "Cups"], ["Blues", "", "1"]) == "Team: Blues; Cups: 1"
-    assert clean_header("Sepal.Length") == "Sepal Length" and clean_header("first_name") == "first name"
-    assert clean_header("dateOfBirth") == "date of birth" and clean_header("iPhone") == "iPhone"
-    assert clean_header("Unnamed: 3") == "" and clean_header("Column12") == "" and clean_header("<b>Name</b>") == "Name"
-    assert clean_header("mpg") == "mpg"
 
 
 def test_excel_stage_uses_a_template_and_tags_it(tmp_path):

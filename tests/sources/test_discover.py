@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from jobs.sources.changes import make_plan
 from jobs.sources.discover import discover
 from jobs.sources.listing import Skipped, iter_files
 from jobs.sources.manifest import freeze, load_manifest, snapshot
-from jobs.sources.plan import make_plan
 from tests.conftest import REPO
 
 INC, EXC = ["**/*.md"], ["**/.*", "**/.*/**"]
@@ -194,7 +194,7 @@ def test_links_fanning_out_over_the_same_directories_are_walked_once_each(tmp_pa
 
 
 def test_documents_under_a_directory_the_listing_could_not_open_are_not_deleted():
-    from jobs.sources.plan import StoredDoc
+    from jobs.sources.changes import StoredDoc
 
     class Listed(list):
         skipped = [{"root": "/r", "path": "team/private", "reason": "unreadable", "target": "/r/team/private (EIO)"}]

@@ -32,3 +32,21 @@ def test_a_trailing_double_star_takes_everything_below_and_no_patterns_match_not
     assert matches("docs/a/b/c.md", ["docs/**"])
     assert not matches("other/a.md", ["docs/**"])
     assert not matches("a.md", [])
+
+
+def test_a_trailing_slash_or_newline_is_not_a_match():
+    assert not matches("a.md/", ["**/*.md"]) and not matches("a.md\n", ["**/*.md"])
+
+
+def test_a_glob_past_the_expansion_limit_is_refused_when_the_config_is_read(tmp_path):
+    import pytest
+    import yaml
+    from pydantic import ValidationError
+
+    from jobs.config import load_config
+
+    explosive = "{a,b,c,d,e,f,g,h,i,j}" * 6  # a million alternatives
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({"collection": "c", "input": {"include": [explosive]}}))
+    with pytest.raises(ValidationError, match="input.include: Pattern limit"):  # the CLI: exit 2, one line
+        load_config(path)

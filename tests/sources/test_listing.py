@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from jobs.sources.changes import StoredDoc
 from jobs.sources.discover import discover
 from jobs.sources.listing import iter_files
-from jobs.sources.plan import StoredDoc
 from jobs.sources.reads import READS
 from jobs.sources.storage import StorageOptions
 from tests.conftest import CORPUS, object_gets

@@ -1,7 +1,7 @@
 from pathlib import Path
 
+from jobs.sources.changes import StoredDoc, make_plan
 from jobs.sources.discover import discover, sha256_file
-from jobs.sources.plan import StoredDoc, make_plan
 
 
 def _tree(tmp_path: Path) -> Path:

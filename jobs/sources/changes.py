@@ -1,10 +1,13 @@
-"""The change plan: what an ingest must add, update, retry, skip or delete for a collection."""
+"""The change plan: what an ingest must add, update, retry, skip or delete for a collection, from
+the files discovered and what the store recorded for each (`StoredDoc`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from jobs.sources.discover import SourceFile
+if TYPE_CHECKING:  # only named in annotations: the store imports StoredDoc without the discovery stack
+    from jobs.sources.discover import SourceFile
 
 
 @dataclass(frozen=True)

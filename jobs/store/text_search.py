@@ -1,0 +1,123 @@
+"""Full-text search over a chunk table, and its fusion with vector search.
+
+A small embedder blurs identifiers: an option name, a type, a version, a product word that only a
+few pages carry. PostgreSQL's own text search finds them: every chunk table has a generated
+`tsv` column (its breadcrumb and text, stemmed) under a GIN index, and queries are ranked by
+BM25 (Robertson's weighting, k1 = 1.2, b = 0.75) computed in SQL from the lexemes' document
+frequencies, which `ts_rank` leaves out. `hybrid` fuses the BM25 ranking with the vector ranking by
+reciprocal rank fusion (Cormack et al., k = 60). The vectors stay where they were: a plain
+`ORDER BY embedding <=> …` query still works on the same table.
+
+Scores are per chunk; a chunk's length is its number of distinct lexemes (what `length(tsvector)`
+gives), a close enough stand-in for its token count.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from psycopg import sql
+
+from jobs.store.names import index_name
+
+MODES = ("vector", "text", "hybrid")
+TEXT_CONFIG = "english"  # the stemmer and stop words of the generated column; fixed per table when it is made
+RRF_K = 60  # reciprocal rank fusion's constant: 1 / (RRF_K + rank)
+DEPTH = 50  # candidates taken from each ranking before fusing (at least k)
+K1, B = 1.2, 0.75
+
+
+def text_column(config: str = TEXT_CONFIG) -> sql.Composable:
+    """The generated column's definition, for CREATE TABLE and ALTER TABLE ADD COLUMN."""
+    return sql.SQL("tsv tsvector GENERATED ALWAYS AS "
+                   "(to_tsvector({}, coalesce(breadcrumb, '') || ' ' || coalesce(text, ''))) STORED").format(
+        sql.Literal(config))
+
+
+def ensure_text_column(conn, table: sql.Composed, name: str, schema: str) -> bool:
+    """Add the column to a chunk table made before it existed (a one-time rewrite of the table).
+    Returns True when it was added now."""
+    has = conn.execute("SELECT 1 FROM information_schema.columns WHERE table_schema = %s AND table_name = %s "
+                       "AND column_name = 'tsv'", (schema, name)).fetchone()
+    if has:
+        return False
+    conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {}").format(table, text_column()))
+    return True
+
+
+def create_text_index(conn, table: sql.Composed, name: str) -> None:
+    conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (tsv)").format(
+        sql.Identifier(index_name(name, "tsv")), table))
+
+
+def corpus_stats(conn, table: sql.Composed) -> tuple[int, float]:
+    """How many embedded chunks there are and their mean length in lexemes: BM25's N and avgdl."""
+    n, avgdl = conn.execute(sql.SQL("SELECT count(*), avg(length(tsv)) FROM {} WHERE NOT omitted").format(
+        table)).fetchone()
+    return int(n), float(avgdl or 1.0)
+
+
+# Each CTE is materialized: inlined, the planner re-runs the tsvector unnest once per query lexeme.
+_BM25 = """
+WITH qd AS MATERIALIZED (
+    SELECT l.lexeme, (SELECT count(*) FROM {t} WHERE tsv @@ quote_literal(l.lexeme)::tsquery) AS df
+    FROM (SELECT DISTINCT lexeme FROM unnest(to_tsvector({config}, %(q)s))) l),
+orq AS MATERIALIZED (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS q FROM qd WHERE df > 0),
+cand AS MATERIALIZED (SELECT c.chunk_id, c.tsv, length(c.tsv) AS dl FROM {t} c, orq
+                      WHERE c.tsv @@ orq.q AND NOT c.omitted),
+terms AS MATERIALIZED (SELECT c.chunk_id, c.dl, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf
+                       FROM cand c CROSS JOIN LATERAL unnest(c.tsv) u)
+SELECT t.chunk_id FROM terms t JOIN qd ON qd.lexeme = t.lexeme
+GROUP BY t.chunk_id
+ORDER BY sum(ln(1 + (%(n)s - qd.df + 0.5) / (qd.df + 0.5))
+             * t.tf * ({k1} + 1) / (t.tf + {k1} * (1 - {b} + {b} * t.dl / %(avgdl)s))) DESC, t.chunk_id
+LIMIT %(lim)s"""
+
+_VECTOR = "SELECT chunk_id FROM {t} ORDER BY embedding <=> %(v)s LIMIT %(lim)s"
+_HITS = "SELECT chunk_id, source_path, heading_path, text FROM {t} WHERE chunk_id = ANY(%(ids)s)"
+
+
+def bm25_ranking(conn, table: sql.Composed, query: str, limit: int, stats: tuple[int, float]) -> list[str]:
+    stmt = sql.SQL(_BM25).format(t=table, config=sql.Literal(TEXT_CONFIG), k1=sql.Literal(K1), b=sql.Literal(B))
+    return [r[0] for r in conn.execute(stmt, {"q": query, "n": stats[0], "avgdl": stats[1], "lim": limit})]
+
+
+def vector_ranking(conn, table: sql.Composed, vector, limit: int) -> list[str]:
+    stmt = sql.SQL(_VECTOR).format(t=table)
+    return [r[0] for r in conn.execute(stmt, {"v": np.asarray(vector, dtype=np.float32), "lim": limit})]
+
+
+def fuse(rankings: list[list[str]], k: int) -> list[tuple[str, float]]:
+    """Reciprocal rank fusion: each chunk scores the sum of 1 / (RRF_K + rank) over the rankings it is in."""
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, chunk in enumerate(ranking, 1):
+            scores[chunk] = scores.get(chunk, 0.0) + 1.0 / (RRF_K + rank)
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:k]
+
+
+def ranked_search(conn, table: sql.Composed, mode: str, query: str, vector, k: int,
+                  stats: tuple[int, float]) -> list[dict]:
+    """Top-k chunks for one query in `text` or `hybrid` mode (the caller's transaction sets ef_search).
+    Scores: BM25 ranks fused by RRF, so they order hits but are no cosine similarities."""
+    depth = max(k, DEPTH)
+    rankings = [bm25_ranking(conn, table, query, depth, stats)]
+    if mode == "hybrid":
+        rankings.append(vector_ranking(conn, table, vector, depth))
+    top = fuse(rankings, k)
+    rows = {r[0]: r for r in conn.execute(sql.SQL(_HITS).format(t=table), {"ids": [c for c, _ in top]})}
+    return [{"chunk_id": c, "source_path": rows[c][1], "heading_path": list(rows[c][2] or []), "text": rows[c][3],
+             "score": score} for c, score in top if c in rows]
+
+
+def search(conn, table: sql.Composed, mode: str, queries: list[str] | None, vectors, k: int, ef_search: int,
+           exact: bool) -> list[list[dict]]:
+    """Top-k chunks per query in `text` or `hybrid` mode, in one transaction (`exact`: no index scans
+    for the vector ranking, as PgStore.search_many does)."""
+    if mode not in MODES[1:] or queries is None:
+        raise ValueError(f"search mode {mode!r} needs one of {MODES} and the query texts")
+    with conn.transaction():
+        conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(ef_search, DEPTH))))
+        if exact:
+            conn.execute("SET LOCAL enable_indexscan = off")
+        stats = corpus_stats(conn, table)
+        return [ranked_search(conn, table, mode, q, v, k, stats) for q, v in zip(queries, vectors)]

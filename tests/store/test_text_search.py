@@ -1,0 +1,61 @@
+"""jobs/store/text_search.py: the full-text column, BM25 ranking and its fusion with vector ranks,
+on the embedded PostgreSQL."""
+
+from psycopg import sql
+
+from jobs import cli
+from jobs.store import text_search
+from tests.factories import chunk_row, doc_row, unit_vector
+
+DIM = 4
+TEXTS = [
+    "Set the maxSurge parameter to control how many pods a rolling deployment adds at once.",
+    "The cluster network operator manages the cluster network and the cluster DNS.",
+    "Cluster nodes join the cluster through the cluster machine config operator.",
+    "Backups of etcd run on a cluster control plane node with the etcd snapshot script.",
+]
+
+
+def _load(store, name):
+    coll = store.ensure_collection(name, "m", DIM)
+    for i, text in enumerate(TEXTS):
+        doc = doc_row(f"{name}-d{i}")
+        store.mark_pending(name, "r1", [doc])
+        # Vectors point away from the text: only the text ranking can find the right chunk.
+        store.commit_document(coll, doc, [chunk_row(doc["doc_id"], 0, text, unit_vector(i, DIM), name)], "r1")
+    assert store.ensure_text_index(coll) is True and store.ensure_text_index(coll) is False
+    return coll
+
+
+def test_bm25_finds_the_rare_identifier_and_weighs_common_words_down(store):
+    coll = _load(store, "text_t")
+    [hits] = store.search_many(coll, [unit_vector(1, DIM)], 2, queries=["what does maxSurge do in a cluster"],
+                               mode="text")
+    assert hits[0]["text"] == TEXTS[0]  # one rare word beats three of the common "cluster"
+    [etcd] = store.search_many(coll, [unit_vector(0, DIM)], 1, queries=["etcd snapshot backups"], mode="text")
+    assert etcd[0]["text"] == TEXTS[3] and etcd[0]["source_path"] == "text_t-d3.md"
+    [none] = store.search_many(coll, [unit_vector(0, DIM)], 3, queries=["zebra"], mode="text")
+    assert none == []
+
+
+def test_hybrid_fuses_both_rankings_by_reciprocal_rank(store):
+    coll = _load(store, "hybrid_t")
+    # The vector points at chunk 2, the words at chunk 0: each is first in one ranking, so both lead.
+    [hits] = store.search_many(coll, [unit_vector(2, DIM)], 4, queries=["maxSurge rolling deployment"],
+                               mode="hybrid")
+    assert {hits[0]["text"], hits[1]["text"]} == {TEXTS[0], TEXTS[2]}
+    assert hits[0]["score"] >= hits[1]["score"] > hits[-1]["score"]
+    assert text_search.fuse([["a", "b"], ["b", "c"]], 3)[0][0] == "b"  # in both lists: first
+
+
+def test_a_table_from_before_the_column_gets_it_on_first_use(store):
+    coll = _load(store, "upgrade_t")
+    table = sql.Identifier(store.schema, coll.chunk_table)
+    store.conn.execute(sql.SQL("ALTER TABLE {} DROP COLUMN tsv").format(table))  # as a table made by 0.x
+    assert store.ensure_text_index(coll) is True  # the column and its index, back
+    [hits] = store.search_many(coll, [unit_vector(0, DIM)], 1, queries=["etcd"], mode="text")
+    assert hits[0]["text"] == TEXTS[3]
+
+
+def test_the_cli_offers_the_stores_modes():
+    assert cli.MODES == text_search.MODES
