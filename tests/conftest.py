@@ -246,3 +246,21 @@ def s3_server(tmp_path_factory) -> S3Server:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@pytest.fixture()
+def bucket(s3_server) -> str:
+    """A new, empty bucket on the session's S3 server."""
+    import uuid
+
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    s3_server.client().create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture()
+def opts(s3_server):
+    """Storage options that reach the session's S3 server."""
+    from jobs.sources.storage import StorageOptions
+
+    return StorageOptions(endpoint_url=s3_server.endpoint, region="us-east-1")

@@ -6,7 +6,6 @@ Object-store cases run against a real S3 protocol server on loopback (moto's ser
 from __future__ import annotations
 
 import hashlib
-import uuid
 from pathlib import Path
 
 import pytest
@@ -15,23 +14,10 @@ from jobs.sources.changes import StoredDoc
 from jobs.sources.discover import discover
 from jobs.sources.listing import iter_files
 from jobs.sources.reads import READS
-from jobs.sources.storage import StorageOptions
 from tests.conftest import CORPUS, object_gets
 
 INCLUDE = ["**/*.md", "**/*.xlsx", "**/*.csv"]
 EXCLUDE = ["**/.*", "**/.*/**", "**/~$*"]
-
-
-@pytest.fixture()
-def bucket(s3_server) -> str:
-    name = f"listing-{uuid.uuid4().hex[:10]}"
-    s3_server.client().create_bucket(Bucket=name)
-    return name
-
-
-@pytest.fixture()
-def opts(s3_server) -> StorageOptions:
-    return StorageOptions(endpoint_url=s3_server.endpoint, region="us-east-1")
 
 
 def put_tree(s3_server, bucket: str, prefix: str, root: Path) -> None:

@@ -6,26 +6,11 @@ Object-store cases run against a real S3 protocol server on loopback (moto's ser
 from __future__ import annotations
 
 import hashlib
-import uuid
 
 import pytest
 
 from jobs.sources.reads import SourceChanged, local_read_refusal, work_bytes, work_local_file
-from jobs.sources.storage import StorageOptions
 from tests.conftest import CORPUS
-
-
-@pytest.fixture()
-def bucket(s3_server) -> str:
-    name = f"reads-{uuid.uuid4().hex[:10]}"
-    s3_server.client().create_bucket(Bucket=name)
-    return name
-
-
-@pytest.fixture()
-def opts(s3_server) -> StorageOptions:
-    return StorageOptions(endpoint_url=s3_server.endpoint, region="us-east-1")
-
 
 # ---- reading work items ---------------------------------------------------------------------------
 

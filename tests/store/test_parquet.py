@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import io
-import uuid
 
 import pyarrow.parquet as pq
-import pytest
 
 from jobs.sources.storage import StorageOptions
 from jobs.store.parquet import PARQUET_NAMES, RunOutput, fetch_run, read_chunks
@@ -16,13 +14,6 @@ def rows(n: int, doc: str = "d1") -> list[dict]:
     return [{"chunk_id": f"{doc}-{i}", "collection": "c", "doc_id": doc, "source_path": f"{doc}.md",
              "source_type": "markdown", "text": f"text {i}", "seq": i, "embedding": [0.0, 1.0],
              "content_sha256": "abc"} for i in range(n)]
-
-
-@pytest.fixture()
-def bucket(s3_server) -> str:
-    name = f"pq-{uuid.uuid4().hex[:10]}"
-    s3_server.client().create_bucket(Bucket=name)
-    return name
 
 
 def test_local_run_output_is_unchanged(tmp_path):
