@@ -9,7 +9,12 @@ Rules that matter for retrieval:
 - nothing inside a fenced code block (backticks or tildes, unclosed fences run to the end) is a heading;
 - code blocks and tables stay whole blocks, so later stages never split them;
 - a "heading" line over MAX_HEADING_CHARS is a paragraph: as a heading it would become the
-  breadcrumb of every chunk below it and leave no body (a one-line 30 MB file starting with `#`).
+  breadcrumb of every chunk below it and leave no body (a one-line 30 MB file starting with `#`);
+- a setext underline makes a heading of a one-line paragraph only. CommonMark would make the whole
+  paragraph above it the heading; in the wild that is nearly always a converter's block delimiter,
+  as in AsciiDoc turned Markdown: `[NOTE]` / `----` / text / `----`. The `[NOTE]`-style attribute
+  line and the delimiters around its block are dropped and the text between stays a paragraph
+  (openshift-docs: 1,735 such blocks made `[NOTE]` and ~1,600 closing sentences into headings).
 """
 
 from __future__ import annotations
@@ -38,6 +43,10 @@ _LIST_ITEM = re.compile(r"^(?P<indent>[ \t]*)(?:[-*+•]|\d{1,9}[.)])[ \t]+\S")
 _TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{1,}:?\s*(?:\|\s*:?-{1,}:?\s*)*\|?\s*$")
 _QUOTE = re.compile(r"^ {0,3}>")
 _HTML_START = re.compile(r"^ {0,3}<(?:!--|[A-Za-z/])")
+# AsciiDoc's block attributes (`[NOTE]`, `[source,yaml]`, `[WARNING]`) on the line above a delimiter
+# (`----`, `====`, `****`, `____`, `....`) that opens a block the same delimiter closes.
+_BLOCK_ATTRIBUTES = re.compile(r"^\[[^\[\]]*\][ \t]*$")
+_BLOCK_DELIMITER = re.compile(r"^(?:-{4,}|={4,}|\*{4,}|_{4,}|\.{4,})[ \t]*$")
 MAX_HEADING_CHARS = 500  # the longest heading line in tests/data is 81 characters
 
 # Heading clean-up: markup that must not leak into headings and breadcrumbs.
@@ -158,7 +167,18 @@ def _classify(lines: list[tuple[int, int, str]], onenote: bool) -> list[tuple[st
     setext (a text line turned heading by the underline that follows), underline."""
     kinds: list[tuple[str, int, str]] = []
     fence: str | None = None
+    delimiter: str | None = None  # the delimiter line of the open attributed block, if one is open
     for _, _, line in lines:
+        if fence is None and delimiter is not None and line.strip() == delimiter:
+            kinds.append(("hr", 0, ""))
+            delimiter = None
+            continue
+        if (fence is None and _BLOCK_DELIMITER.match(line) and kinds and kinds[-1][0] == "text"
+                and _BLOCK_ATTRIBUTES.match(lines[len(kinds) - 1][2])):
+            kinds[-1] = ("hr", 0, "")  # the attribute line goes with its delimiter
+            kinds.append(("hr", 0, ""))
+            delimiter = line.strip()
+            continue
         if fence is not None:
             stripped = line.strip()
             closes = stripped and set(stripped) == {fence[0]} and len(stripped) >= len(fence)
@@ -181,7 +201,8 @@ def _classify(lines: list[tuple[int, int, str]], onenote: bool) -> list[tuple[st
             continue
         m = _SETEXT_UNDERLINE.match(line)
         prev = kinds[-1] if kinds else ("blank", 0, "")
-        if (m and prev[0] == "text" and len(lines[len(kinds) - 1][2]) <= MAX_HEADING_CHARS
+        one_line = len(kinds) < 2 or kinds[-2][0] != "text"
+        if (m and prev[0] == "text" and one_line and len(lines[len(kinds) - 1][2]) <= MAX_HEADING_CHARS
                 and not _LIST_ITEM.match(lines[len(kinds) - 1][2])):
             level = 1 if m["marks"][0] == "=" else 2
             kinds[-1] = ("setext", level, clean_heading(lines[len(kinds) - 1][2]))

@@ -7,9 +7,11 @@
 3. Each group is cut into sentence windows (never across groups) bounded by the embedding model's
    token limit counted with the breadcrumb prefix, preferring to cut between blocks once a window
    is `soft_min_ratio` full; windows overlap by `overlap_sentences / window_sentences` of their units.
-   A table over the limit is cut between rows (header repeated); a list item, HTML block or sentence
-   over it between lines, then sentences, then words (then tokens, for a "word" over the limit). A
-   code block is never cut: over the limit, it is labelled `too_long`.
+   A table over the limit is cut between rows (header repeated); a code block between lines, each
+   part fenced again with the opening fence's info string (`yaml`, `terminal`); a list item, quote,
+   HTML block or sentence between lines, then sentences, then words (then tokens, for a "word" over
+   the limit). Every unit fits the window its section's breadcrumb leaves, so no chunk's tail is
+   lost to the embedding model.
 4. Short windows of bullets merge forward.
 
 `chunking.strategy: naive` instead cuts the document body into fixed token windows with overlap,
@@ -274,16 +276,9 @@ def _word_runs(piece: str, offsets_of, budget: int) -> list[tuple[int, int]]:
     return runs
 
 
-def split_long_unit(unit: Unit, text: str, counter: TokenCounter, budget: int) -> list[Unit]:
-    """A list item or HTML block over the budget, cut between lines (then sentences) into parts of
-    about equal size, each within the budget where the atoms allow. Each part points at its own
-    source range and is normalized on its own. Code blocks and tables never come here: code is
-    never cut, tables are cut between rows by split_table."""
-    src = text[unit.start:unit.end]
-    atoms = _atoms(src, lambda s: counter.count([s])[0], budget, counter.offsets)
-    if len(atoms) < 2:
-        return [unit]
-    sizes = counter.count([src[a:b] for a, b in atoms])
+def _even_parts(atoms: list[tuple[int, int]], sizes: list[int], budget: int) -> list[list[tuple[int, int]]]:
+    """Atoms packed into as few parts as a greedy cut at `budget` needs, then evened out: a greedy
+    cut leaves a last part of one line, a fragment of its own."""
     greedy, acc = 1, 0
     for n in sizes:
         if acc and acc + n > budget:
@@ -298,6 +293,19 @@ def split_long_unit(unit: Unit, text: str, counter: TokenCounter, budget: int) -
         current.append(atom)
         acc += n
     parts.append(current)
+    return parts
+
+
+def split_long_unit(unit: Unit, text: str, counter: TokenCounter, budget: int) -> list[Unit]:
+    """A list item, quote or HTML block over the budget, cut between lines (then sentences) into
+    parts of about equal size, each within the budget where the atoms allow. Each part points at its
+    own source range and is normalized on its own. Code blocks and tables have their own cutters:
+    their parts must stay a fenced block and a table with its header."""
+    src = text[unit.start:unit.end]
+    atoms = _atoms(src, lambda s: counter.count([s])[0], budget, counter.offsets)
+    if len(atoms) < 2:
+        return [unit]
+    parts = _even_parts(atoms, counter.count([src[a:b] for a, b in atoms]), budget)
     out = []
     for part in parts:
         a, b = part[0][0], part[-1][1]
@@ -307,6 +315,43 @@ def split_long_unit(unit: Unit, text: str, counter: TokenCounter, budget: int) -
     for u, n in zip(out, counter.count([u.text for u in out])):
         u.tokens = n
     return out or [unit]
+
+
+_FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})")
+
+
+def split_code(unit: Unit, text: str, counter: TokenCounter, budget: int) -> list[Unit]:
+    """A fenced code block over the budget, cut between lines (a line over the budget between
+    words, then tokens) into parts of about equal size. Every part is a fenced block again: the
+    opening fence line, info string included, and the closing fence are repeated, so each chunk still
+    reads as code in its language. Offsets of a part cover its own lines."""
+    src = text[unit.start:unit.end]
+    lines = src.split("\n")
+    m = _FENCE.match(lines[0])
+    if not m or len(lines) < 3:
+        return [unit]
+    fence, opener = m["fence"], lines[0].strip()
+    closed = lines[-1].strip() and set(lines[-1].strip()) == {fence[0]} and len(lines[-1].strip()) >= len(fence)
+    inner_a = len(lines[0]) + 1
+    inner_b = len(src) - len(lines[-1]) - 1 if closed else len(src)
+    inner = src[inner_a:inner_b]
+    (wrap_tokens,) = counter.count([f"{opener}\n\n{fence}"])
+    room = max(budget - wrap_tokens, 8)
+    atoms = [(inner_a + a, inner_a + b) for a, b in _atoms(inner, lambda s: counter.count([s])[0], room,
+                                                           counter.offsets)]
+    if len(atoms) < 2:
+        return [unit]
+    parts = _even_parts(atoms, counter.count([src[a:b] for a, b in atoms]), room)
+    out = []
+    for n, part in enumerate(parts):
+        a, b = part[0][0], part[-1][1]
+        body = normalize(f"{opener}\n{src[a:b]}\n{fence}", "code", Counter())  # counted with the unit already
+        start = unit.start if n == 0 else unit.start + a
+        end = unit.end if n == len(parts) - 1 else unit.start + b
+        out.append(Unit(start, end, "code", unit.block, body, words=word_count(body)))
+    for u, n in zip(out, counter.count([u.text for u in out])):
+        u.tokens = n
+    return out
 
 
 def _pack_rows(rows: list, row_tokens: list[int], header_tokens: int, budget: int) -> list[list]:
@@ -323,15 +368,22 @@ def _pack_rows(rows: list, row_tokens: list[int], header_tokens: int, budget: in
 
 def _groups(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, limit: int, stats: Counter) -> list[Group]:
     kept = _prepare(doc, cfg, counter, stats)
-    budget = max(limit - 48, 16)  # room for the breadcrumb and tag line, measured again per group later
-    for _, units, _, _ in kept:
+    for sec, units, _, _ in kept:
+        # What the window leaves a unit once this section's breadcrumb and a tag line precede it (a
+        # merged group's breadcrumb is its parent's, never longer).
+        crumb = cfg.breadcrumb_separator.join(breadcrumb_parts(doc["title"], sec["heading_path"]))
+        (prefix_tokens,) = counter.count([crumb + "\n[H2] [CODE] [LIST] [P]\n\n"])
+        budget = max(limit - prefix_tokens, 16)
         for i in range(len(units) - 1, -1, -1):
             if units[i].tokens <= budget:
                 continue
             if units[i].kind == "table":
                 parts = split_table(units[i], doc["text"], counter, budget)
                 stats["tables_split"] += len(parts) > 1
-            elif units[i].kind in ("list", "html", "sent"):
+            elif units[i].kind == "code":
+                parts = split_code(units[i], doc["text"], counter, budget)
+                stats["code_blocks_split"] += len(parts) > 1
+            elif units[i].kind in ("list", "quote", "html", "sent"):
                 # A sentence over the budget is one the sentence model never ended (a paragraph of
                 # 30 MB on one line, a run-on list of values): embedded whole, all but its first
                 # tokens would be lost to the model, so it is cut like an over-long list item.
@@ -394,6 +446,19 @@ def _add_abstract(groups: list[Group], abstract: str, counter: TokenCounter) -> 
                                    word_count(abstract)))
 
 
+def _with_see_also(body: str, lines: list[str], fits, stats: Counter) -> str:
+    """The body with as many of its See-also lines as fit the window; the others are dropped
+    (counted): cross-references are the least of a chunk, and the pages they name are chunks of
+    their own."""
+    for n in range(len(lines), 0, -1):
+        candidate = body + "\n\n" + "\n".join(lines[:n])
+        if fits(candidate):
+            stats["see_also_dropped"] += len(lines) - n
+            return candidate
+    stats["see_also_dropped"] += len(lines)
+    return body
+
+
 def structured_drafts(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, stats: Counter,
                       description_keys: list[str] | None = None) -> list[dict]:
     """Chunk drafts (no ids or quality yet) of a parsed document with sentence units."""
@@ -410,9 +475,10 @@ def structured_drafts(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, sta
         while w_index < len(windows):
             units = windows[w_index]
             body = join_units(doc["text"], units)
-            if w_index == len(windows) - 1 and group.see_also:
-                body += "\n\n" + "\n".join(group.see_also)
             tags = _tags(group, units)
+            if w_index == len(windows) - 1 and group.see_also:
+                body = _with_see_also(body, group.see_also, lambda b: counter.count(
+                    [embed_text_for(crumb, tags, b, cfg.structural_tags)])[0] <= limit, stats)
             if len(units) > 1 and counter.count([embed_text_for(crumb, tags, body, cfg.structural_tags)])[0] > limit:
                 # The estimate (units summed, a typical tag line) ran over: the last unit moves to the next
                 # window (where overlap may already hold it), or opens one of its own.

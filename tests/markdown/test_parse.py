@@ -152,3 +152,49 @@ def test_a_thirty_megabyte_line_parses_whole_into_one_block():
         p = parse_markdown(text, "f")
         ((_, got, block),) = _blocks(text, p)
         assert got == kind and len(block) == len(text) - 1
+
+
+ADMONITIONS = """# Registries
+
+Intro line.
+
+[NOTE]
+----
+When the parameter is defined, all registries are blocked.
+Insecure external registries should be avoided.
+----
+2. To check the changes, list your nodes:
+
+[source,yaml]
+----
+```yaml
+key: value
+----
+```
+----
+
+A paragraph of two lines
+that a dashed rule follows.
+---
+
+Real heading
+---
+
+Under it.
+"""
+
+
+def test_attributed_blocks_and_paragraph_underlines_are_not_headings():
+    """AsciiDoc turned Markdown: `[NOTE]` + `----` … `----` is a block, not a `[NOTE]` heading over a
+    heading made of its last sentence; a rule under a paragraph of several lines is no underline."""
+    p = parse_markdown(ADMONITIONS, "f")
+    assert [s.heading_path for s in p.sections] == [["Registries"], ["Registries", "Real heading"]]
+    blocks = _blocks(ADMONITIONS, p)
+    texts = [t for _, _, t in blocks]
+    note = "When the parameter is defined, all registries are blocked.\nInsecure external registries should be avoided."
+    assert note in texts
+    assert not any(t.startswith(("[NOTE]", "[source")) or t == "----" for t in texts)
+    # a `----` inside a fence inside the block neither closes the block nor the fence
+    assert ("code", "```yaml\nkey: value\n----\n```") in [(k, t) for _, k, t in blocks]
+    assert "A paragraph of two lines\nthat a dashed rule follows." in texts
+    assert texts[-1] == "Under it."

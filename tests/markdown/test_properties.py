@@ -2,8 +2,10 @@
 
 - every sentence of the source lands in at least one embedded chunk;
 - each chunk's body starts inside `source[char_start:char_end]`;
-- no code fence or table row is cut;
-- no embedded chunk exceeds the model's token limit (the generated code blocks and rows are small).
+- every code line lands in a chunk, and a code block over the window is cut between lines into parts
+  that are each fenced again (its fence and info string repeated);
+- no table row is cut;
+- no chunk exceeds the model's token limit.
 """
 
 import re
@@ -43,7 +45,12 @@ def documents(draw):
                 parts.append("\n".join(f"- {sentence()}" for _ in range(draw(st.integers(1, 5)))) + "\n")
             elif kind == "code":
                 fence = draw(st.sampled_from(["```", "~~~", "````"]))
-                body = "\n".join(f"# comment {next(counter)}\nvalue = {i}" for i in range(draw(st.integers(1, 6))))
+                lines = []
+                for i in range(draw(st.sampled_from([1, 3, 6, 60]))):  # 60 pairs: over the window
+                    m = f"c{next(counter)}x"
+                    markers.append(m)
+                    lines.append(f"# comment {m}\nvalue = {i}")
+                body = "\n".join(lines)
                 parts.append(f"{fence}sh\n{body}\n{fence}\n")
             else:
                 rows = [f"| {draw(st.sampled_from(WORDS))} {next(counter)} | {i} |" for i in range(draw(st.integers(1, 30)))]
@@ -64,10 +71,14 @@ def test_chunker_properties(doc):
     source_rows = {line for line in text.splitlines() if line.startswith("|")}
     for r in rows:
         span = " ".join(text[r["char_start"]:r["char_end"]].split())
-        assert " ".join(r["text"].split("\n", 1)[0].split()) in span
+        body_lines = r["text"].splitlines()
+        if body_lines[0].startswith(("```", "~~~")) and len(body_lines) > 1:
+            body_lines = body_lines[1:]  # a later part of a cut code block opens with its fence repeated
+        assert " ".join(body_lines[0].split()) in span
         for fence in ("```", "~~~"):
             opened = [line for line in r["text"].splitlines() if line.startswith(fence)]
             assert len(opened) % 2 == 0, f"a {fence} fence was cut"
+            assert all(line.endswith("sh") for line in opened[::2]), "a code part lost its info string"
         for line in r["text"].splitlines():
             if line.startswith("|"):
                 assert line in source_rows, f"a table row was cut: {line!r}"
