@@ -9,6 +9,13 @@ number, so `similarity > threshold` would be true and a chunk whose only neighbo
 duplicate; a tiny non-zero vector would be a cosine-1.0 "duplicate" of whatever it points along. The rate is therefore
 duplicates among non-empty vectors (`duplicate_checked` is its denominator). The cosine HNSW index holds no zero
 vectors either, so both methods agree.
+
+A duplicate is a chunk whose nearest chunk *of another document* is above `near_duplicate_cosine`: the
+same text indexed twice (a copied page, boilerplate repeated across pages). Chunks of one document
+that a small embedder cannot tell apart are not duplication: the parts of one long code block cut to
+fit the window (log lines, image digests), the rows of one table that differ only in their numbers,
+release notes that differ in a version. Within a document, exact repeats are dropped by the chunker
+already.
 """
 
 from __future__ import annotations
@@ -65,8 +72,15 @@ def _hnsw_index_exists(store, coll) -> bool:
     return store.table_index(coll.chunk_table, "hnsw", "embedding") is not None
 
 
+def _has_iterative_scan(store) -> bool:
+    """pgvector 0.8 or later (older versions refuse the setting)."""
+    row = store.conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+    return bool(row) and tuple(int(x) for x in row[0].split(".")[:2]) >= (0, 8)
+
+
 def _duplicate_neighbours(store, table: sql.Composed, threshold: float, exact: bool) -> tuple[int, int]:
-    """(non-empty chunks checked, chunks whose nearest other chunk is above `threshold` cosine similarity)."""
+    """(non-empty chunks checked, chunks whose nearest chunk of another document is above `threshold`
+    cosine similarity)."""
     # LEFT JOIN keeps a lone chunk (no other non-empty neighbour) in the denominator as "not a duplicate".
     # Through the index, a random sample of HNSW_SAMPLE chunks is probed: enough for a rate, and the
     # cost stays flat as the collection grows (this runs after every load).
@@ -74,9 +88,9 @@ def _duplicate_neighbours(store, table: sql.Composed, threshold: float, exact: b
         # Norms once per row, not once per pair: the non-empty rows are materialized first, then every
         # pair's distance is computed once (n² distances, but no n² norms).
         stmt = sql.SQL(
-            "WITH ok AS MATERIALIZED (SELECT chunk_id, embedding FROM {table} AS a WHERE {a_nonempty}) "
+            "WITH ok AS MATERIALIZED (SELECT chunk_id, doc_id, embedding FROM {table} AS a WHERE {a_nonempty}) "
             "SELECT count(*), count(*) FILTER (WHERE nn.similarity > %s) FROM ok AS a LEFT JOIN LATERAL ("
-            "SELECT 1 - (b.embedding <=> a.embedding) AS similarity FROM ok AS b WHERE b.chunk_id <> a.chunk_id "
+            "SELECT 1 - (b.embedding <=> a.embedding) AS similarity FROM ok AS b WHERE b.doc_id <> a.doc_id "
             "ORDER BY b.embedding <=> a.embedding LIMIT 1) AS nn ON true").format(
             table=table, a_nonempty=_nonempty("a"))
     else:
@@ -85,7 +99,7 @@ def _duplicate_neighbours(store, table: sql.Composed, threshold: float, exact: b
             "SELECT count(*), count(*) FILTER (WHERE nn.similarity > %s) "
             "FROM {probes} AS a LEFT JOIN LATERAL ("
             "SELECT 1 - (b.embedding <=> a.embedding) AS similarity FROM {table} AS b "
-            "WHERE b.chunk_id <> a.chunk_id AND {b_nonempty} "
+            "WHERE b.doc_id <> a.doc_id AND {b_nonempty} "
             "ORDER BY b.embedding <=> a.embedding LIMIT 1"
             ") AS nn ON true WHERE {a_nonempty}").format(
             probes=probes, table=table, b_nonempty=_nonempty("b"), a_nonempty=_nonempty("a"))
@@ -94,8 +108,12 @@ def _duplicate_neighbours(store, table: sql.Composed, threshold: float, exact: b
             # A true flat scan: the number is ground truth, not whatever the approximate index happens to return.
             store.conn.execute("SET LOCAL enable_indexscan = off")
         else:
-            # Only the single nearest other chunk is needed; 40 candidates leave room for the row itself.
+            # Only the single nearest chunk of another document is needed. The index returns ef_search
+            # candidates before the filter, and a document cut into many similar parts can fill them all:
+            # pgvector's iterative scan (0.8+) goes on until one passes.
             store.conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(HNSW_EF_SEARCH)))
+            if _has_iterative_scan(store):
+                store.conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             # On a small table the planner prefers a sequential scan per probe, which computes every row's
             # norm for the non-empty filter each time: 5 s for 727 chunks against 0.5 s for 3,255 through
             # the index. The probes go through the index.

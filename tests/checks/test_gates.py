@@ -90,8 +90,10 @@ def test_tiny_excess_is_not_printed_as_zero():
 
 
 def _load(store, name, vectors):
+    """A document per vector: duplicates are counted across documents (jobs/checks/index_metrics.py)."""
     coll = store.ensure_collection(name, "m", DIM)
-    store.commit_document(coll, _doc(name), [_chunk(name, i, f"t{i}", v, name) for i, v in enumerate(vectors)], "r1")
+    for i, v in enumerate(vectors):
+        store.commit_document(coll, _doc(f"{name}-{i}"), [_chunk(f"{name}-{i}", 0, f"t{i}", v, name)], "r1")
     return coll
 
 

@@ -25,12 +25,17 @@ def _vec(*values, dim=DIM):
     return v
 
 
-def _load(store, name, vectors, token_counts=None, dim=DIM):
-    """One document per call holding one chunk per vector; rerunning replaces it (commit_document is atomic)."""
+def _load(store, name, vectors, token_counts=None, dim=DIM, one_document=False):
+    """One document per vector (a duplicate is a neighbour from another document), or with
+    `one_document` a single document holding them all."""
     coll = store.ensure_collection(name, "m", dim)
     token_counts = token_counts or [20] * len(vectors)
-    chunks = [_chunk(name, i, f"text {i}", v, name, t) for i, (v, t) in enumerate(zip(vectors, token_counts))]
-    store.commit_document(coll, _doc(name), chunks, "r1")
+    if one_document:
+        chunks = [_chunk(name, i, f"text {i}", v, name, t) for i, (v, t) in enumerate(zip(vectors, token_counts))]
+        store.commit_document(coll, _doc(name), chunks, "r1")
+        return coll
+    for i, (v, t) in enumerate(zip(vectors, token_counts)):
+        store.commit_document(coll, _doc(f"{name}-d{i}"), [_chunk(f"{name}-d{i}", 0, f"text {i}", v, name, t)], "r1")
     return coll
 
 
@@ -49,6 +54,25 @@ def test_two_identical_chunks_among_distinct_ones_give_the_exact_duplicate_rate(
     assert m["duplicate_neighbour_rate"] == pytest.approx(2 / 8)
     assert m["empty_vectors"] == 0 and m["empty_vector_rate"] == 0.0
     assert m["near_duplicate_cosine"] == 0.995
+
+
+@pytest.mark.parametrize("with_index", [False, True])
+def test_look_alikes_within_one_document_are_no_duplicates(store, with_index):
+    """Parts of one cut code block, rows of one table: near-identical to the embedder, not duplication.
+    The same vectors in two documents are."""
+    same = _vec(1, 2, 3)
+    name = f"qa_idx_onedoc_{int(with_index)}"
+    one = _load(store, name, [*_distinct(4), same, same.copy(), same.copy()], one_document=True)
+    if with_index:
+        store.ensure_hnsw_index(one)
+    m = index_metrics(store, one, exact_below=1 if with_index else 5000)
+    assert m["method"] == ("hnsw" if with_index else "exact")
+    assert m["duplicate_checked"] == 7 and m["duplicate_neighbours"] == 0
+    # a copy of the document under another id: each of its chunks has a twin in the other document
+    store.commit_document(one, _doc(f"{name}-copy"), [_chunk(f"{name}-copy", i, f"text {i}", v, name)
+                                                      for i, v in enumerate([*_distinct(4), same, same, same])], "r1")
+    m = index_metrics(store, one, exact_below=1 if with_index else 5000)
+    assert m["duplicate_checked"] == 14 and m["duplicate_neighbours"] == 14
 
 
 def test_near_duplicate_threshold_is_a_strict_cosine_cut(store):

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
 from jobs.embed.encoder import token_budget_batches
 from jobs.ingest import stage_summary
-from ops.bench import common, described, gpu, interference, langchain_baseline, loading, stages
+from ops.bench import common, described, gpu, interference, langchain_baseline, loading, retrieval, stages
 
 CORPUS = common.REPO / "tests" / "data" / "corpus"
 
@@ -185,3 +186,37 @@ def test_profile_roles_count_the_embedding_threads_and_the_fused_actor(tmp_path)
     out = profile.aggregate(raw)
     assert out["process 10"]["role"] == "embed" and out["process 10"]["seconds"] == 40 / profile.RATE
     assert out["process 11"]["role"] == "parse+sentences+chunk" and out["process 11"]["seconds"] == 50 / profile.RATE
+
+
+def test_eval_sets_are_built_from_the_shared_layout(tmp_path, monkeypatch):
+    import shutil
+
+    shared = tmp_path / "shared"
+    shutil.copytree(CORPUS / "hugo", shared / "hugo-docs" / "content")
+    built = retrieval.prepare("hugo", tmp_path / "work", shared)
+    golden = [json.loads(line) for line in Path(built["golden"]).read_text().splitlines()]
+    assert golden and all((Path(built["corpus"]) / g["source_path"]).exists() for g in golden)
+    assert retrieval.prepare("openshift", tmp_path, shared)["golden"] == str(shared / "openshift-docs" / "golden.jsonl")
+    monkeypatch.setenv("EVAL_SETS", "xquad, openshift")
+    assert retrieval.chosen_sets() == ["xquad", "openshift"]
+    monkeypatch.setenv("EVAL_SETS", "hugo,wiki")
+    with pytest.raises(SystemExit, match="wiki"):
+        retrieval.chosen_sets()
+
+
+def test_eval_table_says_where_the_default_leads():
+    def levels(d1, d5, p5=None):
+        out = {"document": {"recall@1": d1, "recall@5": d5, "recall@10": 0.9, "mrr": 0.5}}
+        if p5 is not None:
+            out["passage"] = {"recall@1": 0.5, "recall@5": p5, "recall@10": 0.9, "mrr": 0.5}
+        return out
+    pipelines = {"default": {"chunks": 10, "levels": levels(0.8, 0.9, 0.7)},
+                 "naive": {"chunks": 12, "levels": levels(0.7, 0.95, 0.6)},
+                 "langchain": {"chunks": 9, "levels": levels(0.6, 0.85, 0.65)}}
+    text = retrieval.report({"sets": {"xquad": {"pipelines": pipelines}}})
+    assert "LangChain-style" in text and "baseline-naive" in text and text.count("default leads at") == 2
+    by_level = {p: v["levels"] for p, v in pipelines.items()}
+    assert retrieval.verdict(by_level, "document") == "@1"  # 0.8 over 0.7 and 0.6; 0.9 under naive's 0.95
+    assert retrieval.verdict(by_level, "passage") == "@5"  # a tie at @1 is no lead
+    del by_level["naive"]["passage"]
+    assert retrieval.verdict(by_level, "passage") == "neither"

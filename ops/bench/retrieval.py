@@ -1,0 +1,140 @@
+"""`make eval`: retrieval of the default config against `configs/baseline-naive.yaml` and the
+LangChain-style script on every dev set, at every level a set has, in one table.
+
+    python -m ops.bench.retrieval            # EVAL_SETS=hugo,powershell,xquad,openshift (the default)
+    EVAL_SETS=xquad python -m ops.bench.retrieval      # one set (about 3 minutes here)
+
+The sets (none of them written here; never tune on one alone):
+  hugo        hugo-docs `content/`: each page's front matter description held out as its question, the
+              page as the answer (ops/bench/described.py), page level
+  powershell  PowerShell-Docs `docs-conceptual/`, the same kind of set, page level
+  xquad       XQuAD (en): 48 articles as Markdown, 1,190 questions, passage level (and page)
+  openshift   openshift-docs: 400 converted product-doc pages, 352 questions, page level (its
+              `reference_answer` is generated text, so it is no passage target)
+
+Each set is ingested once per config (collections `eval_<set>_default` and `eval_<set>_naive`) and
+searched as `corpusmill eval` searches: the config's `database.search_mode` through the HNSW index.
+The LangChain-style script (ops/bench/langchain_baseline.py) chunks and embeds the same files with the
+same model and is searched by exact cosine, as such a script is. A page hit means a returned chunk
+comes from the gold page; a passage hit, that a returned chunk holds the answer text. Writes
+BENCH_OUT/retrieval.json. The whole table takes about an hour on 2 cores (openshift-docs: ~11 minutes
+per config).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from ops.bench import common
+
+SETS = ("hugo", "powershell", "xquad", "openshift")
+CONFIGS = {"default": common.REPO / "configs" / "local.yaml",
+           "naive": common.REPO / "configs" / "baseline-naive.yaml"}
+PIPELINES = ("default", "naive", "langchain")
+LABELS = {"default": "corpusmill (local.yaml)", "naive": "baseline-naive", "langchain": "LangChain-style"}
+
+
+def chosen_sets() -> list[str]:
+    raw = os.environ.get("EVAL_SETS", "").strip()
+    names = [s.strip() for s in raw.split(",") if s.strip()] if raw else list(SETS)
+    unknown = [s for s in names if s not in SETS]
+    if unknown:
+        raise SystemExit(f"EVAL_SETS: unknown set(s) {', '.join(unknown)} (known: {', '.join(SETS)})")
+    return names
+
+
+def prepare(name: str, work: Path, shared: Path = common.SHARED) -> dict:
+    """The corpus directory and golden file of a dev set (built under `work` where it needs building)."""
+    from ops.bench import described
+
+    if name == "hugo":
+        return described.build(shared / "hugo-docs" / "content", work / "hugo-described")
+    if name == "powershell":
+        return described.build(shared / "powershell-docs" / "docs-conceptual", work / "powershell-described")
+    if name == "xquad":
+        from jobs.tools.evaluate import squad_to_markdown
+
+        xquad = shared / "xquad-en" / "xquad.en.json"
+        squad_to_markdown(xquad, work / "xquad-md")
+        return {"corpus": str(work / "xquad-md"), "golden": str(xquad)}
+    if name == "openshift":
+        root = shared / "openshift-docs"
+        return {"corpus": str(root / "corpus"), "golden": str(root / "golden.jsonl")}
+    raise ValueError(f"unknown dev set {name!r}")
+
+
+def _levels(ev: dict) -> dict:
+    """{level: {"recall@1": …, "recall@5": …, "recall@10": …, "mrr": …}} of an eval result."""
+    return {level: {k: v for k, v in values.items() if k.startswith("recall@") or k == "mrr"}
+            for level, values in ev["by_level"].items()}
+
+
+def run_set(name: str) -> dict:
+    data = prepare(name, common.work_dir())
+    corpus, golden = Path(data["corpus"]), data["golden"]
+    out: dict = {"corpus": str(corpus), "golden": golden, "pipelines": {}}
+    for pipeline, config in CONFIGS.items():
+        collection = f"eval_{name}_{pipeline}"
+        print(f"[{name}] ingest {pipeline} ({config.name})", file=sys.stderr, flush=True)
+        run = common.ingest(corpus, collection, config=config, tag=f"eval-{name}-{pipeline}")
+        ev = json.loads(common.run([str(common.BIN / "corpusmill"), "eval", "--config", str(config),
+                                    "--collection", collection, "--golden", golden, "--json"])["stdout"])
+        out["pipelines"][pipeline] = {"chunks": run["metrics"]["chunks"]["embedded"], "wall_s": round(run["wall_s"], 1),
+                                      "questions": ev["n"], "levels": _levels(ev)}
+    print(f"[{name}] LangChain-style script", file=sys.stderr, flush=True)
+    table = f"eval_lc_{name}"
+    lc = common.python("ops.bench.langchain_baseline", "run", str(corpus), table,
+                       log=common.out_dir() / f"eval-{name}-langchain.log")
+    ev = common.python("ops.bench.langchain_baseline", "eval", table, golden)
+    out["pipelines"]["langchain"] = {"chunks": lc["chunks"], "wall_s": round(lc["wall_s"], 1), "questions": ev["n"],
+                                     "levels": _levels(ev), "over_model_limit": lc.get("over_model_limit")}
+    return out
+
+
+def bench() -> dict:
+    common.database_url()
+    return {"machine": common.machine(), "sets": {name: run_set(name) for name in chosen_sets()}}
+
+
+def leads(levels: dict[str, dict], level: str, k: str) -> bool | None:
+    """Whether the default is above both baselines at `level` and `k` (None: a baseline lacks it)."""
+    try:
+        mine = levels["default"][level][k]
+        return all(mine > levels[p][level][k] for p in ("naive", "langchain"))
+    except KeyError:
+        return None
+
+
+def verdict(levels: dict[str, dict], level: str) -> str:
+    """Where the default is above both baselines at `level`: "@1 @5", "@1", "@5" or "neither"."""
+    return " ".join(f"@{k}" for k in (1, 5) if leads(levels, level, f"recall@{k}")) or "neither"
+
+
+def report(r: dict) -> str:
+    rows = []
+    for name, s in r["sets"].items():
+        levels = {p: s["pipelines"][p]["levels"] for p in PIPELINES if p in s["pipelines"]}
+        for level in ("document", "passage"):
+            if level not in levels.get("default", {}):
+                continue
+            for p in PIPELINES:
+                v = levels.get(p, {}).get(level)
+                if v is None:
+                    continue
+                rows.append([name, "page" if level == "document" else level, LABELS[p], s["pipelines"][p]["chunks"],
+                             v.get("recall@1"), v.get("recall@5"), v.get("recall@10"), v.get("mrr")])
+            rows.append([name, "page" if level == "document" else level, "default leads at", None,
+                         verdict(levels, level), None, None, None])
+    return common.table(["set", "level", "pipeline", "chunks", "hit@1", "hit@5", "hit@10", "MRR"], rows,
+                        "Retrieval by dev set (corpusmill: the config's search mode; LangChain-style: exact cosine)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return common.run_one("retrieval", bench, report)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
