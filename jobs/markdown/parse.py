@@ -7,7 +7,8 @@ Rules that matter for retrieval:
 - front matter (YAML `---`, TOML `+++`) becomes metadata and is never chunked;
 - ATX, setext and OneNote `[Heading]{.underline}` lines open sections;
 - nothing inside a fenced code block (backticks or tildes, unclosed fences run to the end) is a heading;
-- code blocks and tables stay whole blocks, so later stages never split them;
+- code blocks and tables stay whole blocks (the chunker cuts one only when it is over the model's
+  window, between lines or rows);
 - a "heading" line over MAX_HEADING_CHARS is a paragraph: as a heading it would become the
   breadcrumb of every chunk below it and leave no body (a one-line 30 MB file starting with `#`);
 - a setext underline makes a heading of a one-line paragraph only. CommonMark would make the whole

@@ -317,7 +317,7 @@ def split_long_unit(unit: Unit, text: str, counter: TokenCounter, budget: int) -
     return out or [unit]
 
 
-_FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})")
+_FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})")  # a code unit's opening fence (parse.py typed the block)
 
 
 def split_code(unit: Unit, text: str, counter: TokenCounter, budget: int) -> list[Unit]:
@@ -446,17 +446,14 @@ def _add_abstract(groups: list[Group], abstract: str, counter: TokenCounter) -> 
                                    word_count(abstract)))
 
 
-def _with_see_also(body: str, lines: list[str], fits, stats: Counter) -> str:
-    """The body with as many of its See-also lines as fit the window; the others are dropped
-    (counted): cross-references are the least of a chunk, and the pages they name are chunks of
-    their own."""
+def _with_see_also(body: str, lines: list[str], fits) -> tuple[str, int]:
+    """The body with as many of its See-also lines as fit the window, and how many were dropped:
+    cross-references are the least of a chunk, and the pages they name are chunks of their own."""
     for n in range(len(lines), 0, -1):
         candidate = body + "\n\n" + "\n".join(lines[:n])
         if fits(candidate):
-            stats["see_also_dropped"] += len(lines) - n
-            return candidate
-    stats["see_also_dropped"] += len(lines)
-    return body
+            return candidate, len(lines) - n
+    return body, len(lines)
 
 
 def structured_drafts(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, stats: Counter,
@@ -476,9 +473,10 @@ def structured_drafts(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, sta
             units = windows[w_index]
             body = join_units(doc["text"], units)
             tags = _tags(group, units)
+            dropped = 0
             if w_index == len(windows) - 1 and group.see_also:
-                body = _with_see_also(body, group.see_also, lambda b: counter.count(
-                    [embed_text_for(crumb, tags, b, cfg.structural_tags)])[0] <= limit, stats)
+                body, dropped = _with_see_also(body, group.see_also, lambda b: counter.count(
+                    [embed_text_for(crumb, tags, b, cfg.structural_tags)])[0] <= limit)
             if len(units) > 1 and counter.count([embed_text_for(crumb, tags, body, cfg.structural_tags)])[0] > limit:
                 # The estimate (units summed, a typical tag line) ran over: the last unit moves to the next
                 # window (where overlap may already hold it), or opens one of its own.
@@ -490,6 +488,7 @@ def structured_drafts(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, sta
                     nxt.insert(0, units[-1])
                 continue
             w_index += 1
+            stats["see_also_dropped"] += dropped
             located = [u for u in units if u.kind != "abstract"] or units
             drafts.append({"heading_path": path, "breadcrumb": crumb, "text": body, "tags": tags,
                            "char_start": located[0].start, "char_end": located[-1].end,
