@@ -165,10 +165,6 @@ def test_interference_bench_times_every_encoder_shape(monkeypatch):
     assert "beside 2 processes" in interference.report(r)
 
 
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-q"]))
-
-
 def test_profile_roles_count_the_embedding_threads_and_the_fused_actor(tmp_path):
     from ops.bench import profile
 
@@ -220,3 +216,7 @@ def test_eval_table_says_where_the_default_leads():
     assert retrieval.verdict(by_level, "passage") == "@5"  # a tie at @1 is no lead
     del by_level["naive"]["passage"]
     assert retrieval.verdict(by_level, "passage") == "neither"
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
