@@ -263,8 +263,20 @@ def _blocks(lines: list[tuple[int, int, str]], kinds: list[tuple[str, int, str]]
                 j += 1
             block_kind = "quote"
         elif _HTML_START.match(line):
-            while j < hi and kinds[j][0] == "text":
-                j += 1
+            if line.lstrip().startswith("<!--"):
+                # CommonMark: a comment block ends at the line that closes it; what follows (often a
+                # run of link reference definitions under "<!-- link references -->") is a block of its
+                # own. A block that is nothing but a comment is invisible on the page: no block at all.
+                j = i
+                while j < hi and "-->" not in lines[j][2]:
+                    j += 1
+                j = min(j + 1, hi)
+                if _HTML_COMMENT.fullmatch(_text_of(lines, i, j).strip()):
+                    i = j
+                    continue
+            else:
+                while j < hi and kinds[j][0] == "text":
+                    j += 1
             block_kind = "html"
         else:
             while j < hi and kinds[j][0] == "text" and not (
@@ -275,6 +287,10 @@ def _blocks(lines: list[tuple[int, int, str]], kinds: list[tuple[str, int, str]]
         blocks.append(Block(block_kind, lines[i][0], lines[j - 1][1]))
         i = j
     return blocks
+
+
+def _text_of(lines: list[tuple[int, int, str]], i: int, j: int) -> str:
+    return "\n".join(line for _, _, line in lines[i:j])
 
 
 def _fence_end(lines, kinds, i: int, hi: int) -> int:

@@ -198,3 +198,13 @@ def test_attributed_blocks_and_paragraph_underlines_are_not_headings():
     assert ("code", "```yaml\nkey: value\n----\n```") in [(k, t) for _, k, t in blocks]
     assert "A paragraph of two lines\nthat a dashed rule follows." in texts
     assert texts[-1] == "Under it."
+
+
+def test_a_comment_block_ends_where_the_comment_closes_and_alone_is_no_block():
+    text = ("# Page\n\nBody text [link][01].\n\n<!-- link references -->\n[01]: /docs/one\n[02]: /docs/two\n\n"
+            "<!-- a comment\nover two lines --> and text after it\n")
+    p = parse_markdown(text, "f")
+    blocks = [(k, t) for _, k, t in _blocks(text, p)]
+    assert ("p", "[01]: /docs/one\n[02]: /docs/two") in blocks  # link definitions: normalized away later
+    assert not any(t == "<!-- link references -->" for _, t in blocks)
+    assert ("html", "<!-- a comment\nover two lines --> and text after it") in blocks
