@@ -14,8 +14,8 @@ A duplicate is a chunk whose nearest chunk *of another document* is above `near_
 same text indexed twice (a copied page, boilerplate repeated across pages). Chunks of one document
 that a small embedder cannot tell apart are not duplication: the parts of one long code block cut to
 fit the window (log lines, image digests), the rows of one table that differ only in their numbers,
-release notes that differ in a version. Within a document, exact repeats are dropped by the chunker
-already.
+release notes that differ in a version. Within a document the chunker drops repeated paragraphs
+(jobs/markdown/windows.py); a code block or table repeated inside one page is not counted here.
 """
 
 from __future__ import annotations

@@ -368,11 +368,11 @@ def _pack_rows(rows: list, row_tokens: list[int], header_tokens: int, budget: in
 
 def _groups(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, limit: int, stats: Counter) -> list[Group]:
     kept = _prepare(doc, cfg, counter, stats)
-    for sec, units, _, _ in kept:
-        # What the window leaves a unit once this section's breadcrumb and a tag line precede it (a
-        # merged group's breadcrumb is its parent's, never longer).
-        crumb = cfg.breadcrumb_separator.join(breadcrumb_parts(doc["title"], sec["heading_path"]))
-        (prefix_tokens,) = counter.count([crumb + "\n[H2] [CODE] [LIST] [P]\n\n"])
+    # What the window leaves a unit once its section's breadcrumb and a tag line precede it (a merged
+    # group's breadcrumb is its parent's, never longer); one tokenizer call for all sections.
+    prefixes = counter.count([cfg.breadcrumb_separator.join(breadcrumb_parts(doc["title"], k[0]["heading_path"]))
+                              + "\n[H2] [CODE] [LIST] [P]\n\n" for k in kept]) if kept else []
+    for (_, units, _, _), prefix_tokens in zip(kept, prefixes):
         budget = max(limit - prefix_tokens, 16)
         for i in range(len(units) - 1, -1, -1):
             if units[i].tokens <= budget:

@@ -17,8 +17,9 @@ searched as `corpusmill eval` searches: the config's `database.search_mode` thro
 The LangChain-style script (ops/bench/langchain_baseline.py) chunks and embeds the same files with the
 same model and is searched by exact cosine, as such a script is. A page hit means a returned chunk
 comes from the gold page; a passage hit, that a returned chunk holds the answer text. Writes
-BENCH_OUT/retrieval.json. The whole table takes about an hour on 2 cores (openshift-docs: ~11 minutes
-per config).
+BENCH_OUT/retrieval.json. The whole table has not been run in one go; from the ingests measured one by
+one here (openshift-docs 8-11 min per config, hugo-docs 3, PowerShell 4-17 beside other work), expect
+about an hour on 2 cores.
 """
 
 from __future__ import annotations
