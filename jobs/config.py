@@ -323,6 +323,11 @@ class DatabaseConfig(_Strict):
     search_mode: Literal["vector", "text", "hybrid"] = Field(
         "hybrid", description="how `search` and `eval` rank: vector (cosine through HNSW), text (BM25 over the "
         "full-text column) or hybrid (both fused by reciprocal rank); --mode overrides")
+    shared_text: Literal["once", "each"] = Field(
+        "once", description="a chunk whose text another document of the collection already holds (a block "
+        "repeated across pages: inherited options, a shared sample, an included file): `once` stores it with the "
+        "first document and records the copy (jobs/store/shared_text.py; counted in the QA report), `each` stores "
+        "every copy. Decided at commit, so the run's Parquet keeps every chunk either way")
     lock_wait_seconds: float = Field(
         0.0, ge=0, description="a collection being written by another run: wait this long for its lock, then exit 2 "
         "naming that run (0: exit at once)")

@@ -387,7 +387,7 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
                     item["content"] = read_bytes(item["abs_path"])
 
         sink = DocumentSink(store, coll, output, run_id, len(items), cfg.sink.flush_rows, cfg.sink.flush_seconds,
-                            listing=listing)
+                            listing=listing, share_text=cfg.database.shared_text == "once")
         status = "ok"
         if items:
             ds = build_dataset(cfg, [i for i in items if i["source_type"] == "markdown"],
@@ -440,6 +440,12 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
         if items or plan.delete:
             # The collection changed: measure what is now in the index and hold it to the gates.
             index = index_metrics(store, coll, token_limit=limit)
+            index["shared_text"] = shared = store.shared_text_counts(coll)
+            if shared["whole_copies"]:
+                index["warnings"].append(
+                    f"{shared['whole_copies']} documents have nothing of their own stored: every chunk repeats "
+                    f"another document's text (copies or includes?): {', '.join(shared['whole_copy_paths'][:5])}"
+                    + (" …" if shared["whole_copies"] > 5 else ""))
             result.metrics["index"] = index
             result.gate_failures = check_gates(cfg.gates, index, result.metrics)
             result.metrics["gates"] = [asdict(g) for g in result.gate_failures]

@@ -45,7 +45,7 @@ def _documents(parts, name: str) -> tuple[dict[str, list[dict]], int]:
 
 
 def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: str | None = None) -> dict:
-    loaded = {"documents": 0, "vectors": 0, "runs": 0, "duplicates_dropped": 0}
+    loaded = {"documents": 0, "vectors": 0, "shared": 0, "runs": 0, "duplicates_dropped": 0}
     storage = StorageOptions.from_config(cfg.storage)
     locked: set[str] = set()
     with PgStore(database_url(cfg), cfg.database.schema_name, reconnect_seconds=cfg.database.reconnect_seconds) as store:
@@ -77,7 +77,10 @@ def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: st
                 doc = {k: head[k] for k in ("doc_id", "source_path", "source_type", "content_sha256",
                                             "pipeline_fingerprint")}
                 kept = [dict(c, collection=name) for c in chunks if not c["omitted"]]
-                loaded["vectors"] += store.commit_document(coll, doc, kept, head["run_id"])
+                committed = store.commit_document(coll, doc, kept, head["run_id"],
+                                                  share_text=cfg.database.shared_text == "once")
+                loaded["vectors"] += committed.vectors
+                loaded["shared"] += committed.shared
                 loaded["documents"] += 1
             loaded["runs"] += 1
             log.info("loaded %s: %d documents so far (%d duplicate rows dropped)", run_dir, loaded["documents"],

@@ -2,13 +2,15 @@
 
 import numpy as np
 
+from jobs.chunks.ids import sha256_text
+
 
 def chunk_row(doc_id, seq, text, vec, collection, token_count=20):
     return {"chunk_id": f"{doc_id}-{seq}", "collection": collection, "doc_id": doc_id, "source_path": f"{doc_id}.md",
             "source_type": "markdown", "heading_path": ["T", "H"], "breadcrumb": "T › H", "text": text,
             "embed_text": f"T › H\n\n{text}", "seq": seq, "char_start": 0, "char_end": len(text), "sheet": None,
             "row": None, "tags": ["p"], "token_count": token_count, "word_count": 2, "quality": "ok", "omitted": False,
-            "omit_reason": None, "text_sha256": "s", "pipeline_fingerprint": "fp", "run_id": "r1",
+            "omit_reason": None, "text_sha256": sha256_text(text), "pipeline_fingerprint": "fp", "run_id": "r1",
             "embedding": vec, "embedding_model": "m"}
 
 

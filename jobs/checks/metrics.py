@@ -24,6 +24,9 @@ def run_metrics(stats: SinkStats, plan_counts: dict, seconds: float) -> dict:
             "total": stats.chunks,
             "embedded": stats.vectors,
             "omitted": stats.omitted,
+            # embedded, but another document holds the same text: recorded once (jobs/store/shared_text.py)
+            "shared": stats.shared,
+            "documents_released": stats.released,
             "by_source_type": dict(stats.by_source_type),
             "by_quality": dict(stats.quality),
             "omitted_by_reason": dict(stats.omit_reasons),
@@ -45,12 +48,16 @@ def write_summary(path: Path, metrics: dict) -> None:
         "",
         f"- files: {f['add']} added, {f['update']} updated, {f['retry']} retried, {f['skip']} skipped, "
         f"{f['delete']} deleted, {f['failed']} failed",
-        f"- chunks: {c['total']} ({c['embedded']} embedded, {c['omitted']} omitted)",
+        f"- chunks: {c['total']} ({c['embedded']} embedded, {c['omitted']} omitted"
+        + (f", {c['shared']} stored once: text another document holds" if c.get("shared") else "") + ")",
         f"- by quality: {', '.join(f'{k} {v}' for k, v in sorted(c['by_quality'].items())) or '-'}",
         f"- omitted by reason: {', '.join(f'{k} {v}' for k, v in sorted(c['omitted_by_reason'].items())) or '-'}",
         f"- embedded chunk tokens: mean {e['tokens_mean']}, median {e['tokens_median']}",
         f"- time: {metrics['seconds']} s",
     ]
+    if c.get("documents_released"):
+        lines.append(f"- {c['documents_released']} other documents marked pending: they shared text only a replaced "
+                     "or removed document held; the next run re-chunks them")
     if metrics["failures"]:
         lines += ["", "## Failed files", ""]
         lines += [f"- `{x['source_path']}` [{x['stage']}] {x['error_class']}: {x['message']}" for x in metrics["failures"]]

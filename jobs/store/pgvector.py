@@ -12,7 +12,6 @@ per-collection write lock lives in jobs.store.locks.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from dataclasses import dataclass
@@ -26,9 +25,10 @@ from psycopg import sql
 from jobs.errors import NotPermittedError, UnreachableError, UserError
 from jobs.rows import storable
 from jobs.sources.changes import StoredDoc
-from jobs.store import locks, text_search
+from jobs.store import locks, shared_text, text_search
 from jobs.store.connection import connect, connect_with_backoff, reconnecting
 from jobs.store.names import chunk_table_name, index_name, lock_key
+from jobs.store.runs import RunRecords
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,16 @@ VIEW_COLUMNS = ["collection", "chunk_id", "doc_id", "source_path", "source_type"
 
 
 @dataclass(frozen=True)
+class Committed:
+    """What one document's commit stored: vectors, copies of text another document holds (not stored
+    again; jobs/store/shared_text.py), and other documents marked pending because a text only this one
+    held is gone."""
+    vectors: int
+    shared: int = 0
+    released: int = 0
+
+
+@dataclass(frozen=True)
 class Collection:
     name: str
     embedding_model: str
@@ -67,7 +77,7 @@ class UnknownCollection(UserError, LookupError):
         return str(self.args[0])
 
 
-class PgStore:
+class PgStore(RunRecords):
     def __init__(self, url: str, schema: str = "corpusmill", *, application_name: str = "corpusmill",
                  reconnect_seconds: float = 60.0):
         self.url, self.schema, self.application_name = url, schema, application_name
@@ -224,6 +234,7 @@ class PgStore:
                     "or `corpusmill reembed` to build a new embedding space"
                 )
             self._ensure_doc_index(existing.chunk_table)
+            self._ensure_hash_index(existing.chunk_table)
             return existing
         coll = Collection(name, model, dimension, chunk_table_name(name, model, dimension))
         with self.conn.transaction():
@@ -343,6 +354,12 @@ class PgStore:
         defs.append(text_search.text_column())
         self.conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(self._t(table), sql.SQL(", ").join(defs)))
         self._ensure_doc_index(table)
+        self._ensure_hash_index(table)
+
+    def _ensure_hash_index(self, table: str) -> None:
+        """The text_sha256 index that finds which document holds a text (jobs/store/shared_text.py)."""
+        if self.table_index(table, "btree", "text_sha256") is None:
+            shared_text.ensure_hash_index(self.conn, self._t(table), sql.Identifier(index_name(table, "text")))
 
     def _ensure_doc_index(self, table: str) -> None:
         """The doc_id index every commit's DELETE needs. Also repairs a table from before index names were
@@ -418,16 +435,29 @@ class PgStore:
                 [(collection, d["source_path"], d["doc_id"], d["source_type"], run_id) for d in docs])
 
     @reconnecting
-    def commit_document(self, coll: Collection, doc: dict, chunks: list[dict], run_id: str) -> int:
-        """Replace the document's chunks and mark it done, atomically. Returns vectors loaded."""
+    def commit_document(self, coll: Collection, doc: dict, chunks: list[dict], run_id: str,
+                        share_text: bool = True) -> Committed:
+        """Replace the document's chunks and mark it done, atomically. With `share_text`, a chunk whose
+        text another document of the collection holds is recorded as a copy instead of stored again."""
         loaded = [c for c in chunks if not c.get("omitted")]
+        table, registry = self._t(coll.chunk_table), self._t("shared_text")
         with self.conn.transaction():
-            self.conn.execute(sql.SQL("DELETE FROM {} WHERE doc_id = %s").format(self._t(coll.chunk_table)),
-                              (doc["doc_id"],))
+            old = {r[0] for r in self.conn.execute(sql.SQL(
+                "DELETE FROM {} WHERE doc_id = %s RETURNING text_sha256").format(table), (doc["doc_id"],))}
+            copies = []
+            if share_text:
+                loaded, copies = shared_text.split_shared(self.conn, table, loaded)
+            shared_text.record_copies(self.conn, registry, coll.name, doc["doc_id"], copies)
             if loaded:
                 self._copy_chunks(coll, loaded)
+            released = shared_text.release(self.conn, table, registry, self._t("documents"), coll.name,
+                                           old - {c["text_sha256"] for c in loaded})
             self._set_document(coll.name, doc, "done", len(loaded), run_id, None)
-        return len(loaded)
+        return Committed(len(loaded), len(copies), released)
+
+    @reconnecting
+    def shared_text_counts(self, coll: Collection) -> dict:
+        return shared_text.counts(self.conn, self._t("shared_text"), self._t("documents"), coll.name)
 
     def _copy_chunks(self, coll: Collection, chunks: list[dict]) -> None:
         cols = sql.SQL(", ").join(sql.Identifier(c) for c, _ in CHUNK_COLUMNS)
@@ -480,45 +510,20 @@ class PgStore:
 
     @reconnecting
     def delete_document(self, coll: Collection, source_path: str) -> int:
-        """Remove a document that left the input: its chunks and its checkpoint row, together."""
+        """Remove a document that left the input: its chunks, its recorded copies and its checkpoint row,
+        together. Returns the chunks removed."""
+        table, registry = self._t(coll.chunk_table), self._t("shared_text")
         with self.conn.transaction():
             row = self.conn.execute(sql.SQL(
                 "DELETE FROM {} WHERE collection = %s AND source_path = %s RETURNING doc_id").format(
                 self._t("documents")), (coll.name, source_path)).fetchone()
             if not row:
                 return 0
-            cur = self.conn.execute(sql.SQL("DELETE FROM {} WHERE doc_id = %s").format(self._t(coll.chunk_table)),
-                                    (row[0],))
-            return cur.rowcount
-
-    # ---- runs ---------------------------------------------------------------------------------
-    @reconnecting
-    def start_run(self, run_id: str, collection: str, config: dict, fingerprint: str, output_dir: str) -> None:
-        self.conn.execute(sql.SQL(
-            "INSERT INTO {} (run_id, collection, config, pipeline_fingerprint, output_dir) VALUES (%s, %s, %s, %s, %s) "
-            "ON CONFLICT (run_id) DO UPDATE SET status = 'running', finished_at = NULL").format(self._t("runs")),
-            (run_id, collection, json.dumps(config), fingerprint, output_dir))
-
-    @reconnecting
-    def finish_run(self, run_id: str, status: str, counts: dict, stage_stats: dict) -> None:
-        self.conn.execute(sql.SQL(
-            "UPDATE {} SET finished_at = now(), status = %s, counts = %s, stage_stats = %s WHERE run_id = %s"
-        ).format(self._t("runs")), (status, json.dumps(counts), json.dumps(stage_stats), run_id))
-
-    @reconnecting
-    def run_output_dir(self, run_id: str | None = None, collection: str | None = None) -> str | None:
-        """Where a run wrote its Parquet and QA files: that run's, or the latest (of a collection)."""
-        where, params = [], []
-        if run_id:
-            where.append(sql.SQL("run_id = %s"))
-            params.append(run_id)
-        if collection:
-            where.append(sql.SQL("collection = %s"))
-            params.append(collection)
-        cond = sql.SQL(" WHERE ") + sql.SQL(" AND ").join(where) if where else sql.SQL("")
-        row = self.conn.execute(sql.SQL("SELECT output_dir FROM {}{} ORDER BY started_at DESC LIMIT 1").format(
-            self._t("runs"), cond), params).fetchone()
-        return row[0] if row else None
+            old = [r[0] for r in self.conn.execute(sql.SQL(
+                "DELETE FROM {} WHERE doc_id = %s RETURNING text_sha256").format(table), (row[0],))]
+            shared_text.record_copies(self.conn, registry, coll.name, row[0], [])
+            shared_text.release(self.conn, table, registry, self._t("documents"), coll.name, set(old))
+            return len(old)
 
     # ---- reading ------------------------------------------------------------------------------
     @reconnecting
@@ -557,7 +562,6 @@ class PgStore:
     def search(self, coll: Collection, vector, k: int, ef_search: int = 40, exact: bool = False) -> list[dict]:
         return self.search_many(coll, [vector], k, ef_search, exact)[0]
 
-    @reconnecting
     @reconnecting
     def ensure_text_index(self, coll: Collection) -> bool:
         """The full-text column and its GIN index, built once the first load is in, like HNSW. A table

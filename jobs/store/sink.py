@@ -3,10 +3,12 @@
 Guarantee (the pgvector store's, per document): a document is committed only once each of its rows
 `seq` 0…`doc_rows`-1 has arrived exactly once (re-batching may split them across batches; a row that
 arrives twice is dropped), in one transaction with its checkpoint row. Its rows are in a Parquet
-part before that commit, so Parquet holds every committed document. A document with any error row is recorded as failed and
-keeps its previous chunks; so does a document the database rejects (recorded at stage `load`), and
-the run goes on. A connection lost to a server restart is the store's to heal (PgStore reconnects and
-replays the document's transaction); only a server that stays away stops the run.
+part before that commit, so Parquet holds every committed document. A document with any error row
+is recorded as failed and keeps its previous chunks; so does a document the database rejects
+(recorded at stage `load`), and the run goes on. A chunk whose text another document already holds
+is recorded as a copy rather than stored twice (`database.shared_text`, jobs/store/shared_text.py).
+A connection lost to a server restart is the store's to heal (PgStore reconnects and replays the
+document's transaction); only a server that stays away stops the run.
 
 It runs in the driver and consumes the Ray dataset's stream, which gives back-pressure for free; the
 collection's advisory lock (PgStore.lock_collection, taken by the job) keeps a second run's commits
@@ -50,15 +52,19 @@ class SinkStats:
     failures: list[dict] = field(default_factory=list)
     seen: set = field(default_factory=set)
     duplicate_rows: int = 0  # rows that arrived twice (dropped: each seq commits once)
+    shared: int = 0  # chunks whose text another document holds: recorded, not stored again
+    released: int = 0  # other documents marked pending: a text only a replaced document held is gone
 
 
 class DocumentSink:
     def __init__(self, store: PgStore, coll: Collection, output: RunOutput, run_id: str, total_docs: int,
-                 flush_rows: int = 2000, flush_seconds: float = 5.0, listing: dict[str, dict] | None = None):
+                 flush_rows: int = 2000, flush_seconds: float = 5.0, listing: dict[str, dict] | None = None,
+                 share_text: bool = True):
         self.store, self.coll, self.output, self.run_id = store, coll, output, run_id
         # doc_id -> {source_size, source_etag}: the planned listing, recorded with each commit so the next
         # plan can trust the content hash without reading the source again.
         self.listing = listing or {}
+        self.share_text = share_text
         self.total_docs = total_docs
         self.flush_rows, self.flush_seconds = flush_rows, flush_seconds
         self.stats = SinkStats()
@@ -122,7 +128,7 @@ class DocumentSink:
         chunks = [r for r in rows if r["row_kind"] == "chunk"]
         doc = head | self.listing.get(head["doc_id"], {})
         try:
-            self.stats.vectors += self.store.commit_document(self.coll, doc, chunks, self.run_id)
+            committed = self.store.commit_document(self.coll, doc, chunks, self.run_id, self.share_text)
         except DOCUMENT_FAULTS as exc:
             # The document's own fault (a value the server rejects, a missing vector): its transaction
             # rolled back, its old chunks stay, and it is recorded like a failure in any other stage.
@@ -131,6 +137,9 @@ class DocumentSink:
             log.warning("%s: could not load (%s: %s)", head["source_path"], type(exc).__name__, exc)
             self._fail(head, "load", type(exc).__name__, str(exc).strip() or repr(exc))
             return
+        self.stats.vectors += committed.vectors
+        self.stats.shared += committed.shared
+        self.stats.released += committed.released
         self.stats.docs_done += 1
         self.stats.docs_empty += not chunks
         for c in chunks:

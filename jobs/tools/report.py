@@ -367,6 +367,13 @@ _ENV.filters["num"] = _num
 _ENV.filters["pct"] = lambda value, digits=2: f"{value:.{digits}%}"
 
 
+def _shared(shared: dict | None) -> str:
+    if not shared:
+        return "-"
+    return (f"{shared['copies']:,} copies of {shared['texts']:,} texts in {shared['documents']:,} documents"
+            + (f"; {shared['whole_copies']:,} documents all copy" if shared.get("whole_copies") else ""))
+
+
 def _index_rows(index: dict) -> list[tuple[str, str]]:
     """Index health measured in the database after the load, as (metric, value) text."""
     tokens = index.get("tokens") or {}
@@ -379,6 +386,7 @@ def _index_rows(index: dict) -> list[tuple[str, str]]:
         ("tokens: median / p95 / max", " / ".join(_text(tokens.get(k)) for k in ("median", "p95", "max"))),
         ("near-zero token share", f"{index.get('near_zero_share', 0):.2%}"),
         ("at-limit token share", "-" if index.get("at_limit_share") is None else f"{index['at_limit_share']:.2%}"),
+        ("text shared across documents (stored once)", _shared(index.get("shared_text"))),
     ]
 
 

@@ -33,7 +33,7 @@ def test_migrate_is_idempotent_and_creates_the_contract_tables(store):
 def test_commit_replaces_a_document_atomically_and_search_finds_it(store):
     coll = store.ensure_collection("store_t", "m", 4)
     store.mark_pending("store_t", "r1", [_doc("a")])
-    assert store.commit_document(coll, _doc("a"), [_chunk("a", i, f"text {i}", _unit(i)) for i in range(3)], "r1") == 3
+    assert store.commit_document(coll, _doc("a"), [_chunk("a", i, f"text {i}", _unit(i)) for i in range(3)], "r1").vectors == 3
     # a retried or updated write replaces rather than duplicates
     store.commit_document(coll, _doc("a", "sha2"), [_chunk("a", 0, "new", _unit(1))], "r2")
     rows = store.conn.execute(f"SELECT chunk_id, text FROM corpusmill.{coll.chunk_table} WHERE doc_id = 'a'").fetchall()
@@ -49,7 +49,7 @@ def test_commit_replaces_a_document_atomically_and_search_finds_it(store):
 def test_failed_load_rolls_back_and_keeps_old_chunks(store):
     coll = store.ensure_collection("store_t", "m", 4)
     store.commit_document(coll, _doc("b"), [_chunk("b", 0, "old", _unit(0))], "r1")
-    broken = _chunk("b", 0, "new", None)  # no embedding: the COPY must fail
+    broken = _chunk("b", 0, "new text of b", None)  # no embedding: the COPY must fail
     with pytest.raises(ValueError, match="without an embedding"):
         store.commit_document(coll, _doc("b", "sha2"), [broken], "r2")
     text = store.conn.execute(f"SELECT text FROM corpusmill.{coll.chunk_table} WHERE doc_id = 'b'").fetchall()
@@ -123,7 +123,7 @@ def test_a_table_whose_doc_index_was_lost_to_truncation_gets_it_back(store):
 def test_nul_never_reaches_the_server_and_errors_quoting_it_are_recorded(store):
     coll = store.ensure_collection("store_nul", "m", 4)
     chunk = _chunk("n", 0, "code\x00block", _unit(0), "store_nul") | {"heading_path": ["T\x00", "H"]}
-    assert store.commit_document(coll, _doc("n"), [chunk], "r1") == 1
+    assert store.commit_document(coll, _doc("n"), [chunk], "r1").vectors == 1
     row = store.conn.execute(f"SELECT text, heading_path FROM corpusmill.{coll.chunk_table}").fetchone()
     assert row == ("codeblock", ["T", "H"])
     store.record_failure("store_nul", _doc("n"), "r1", "load", "DataError", "bad byte \x00 here")
@@ -142,7 +142,7 @@ def test_a_connection_the_server_dropped_is_reopened_and_the_commit_replayed(sto
     coll = store.ensure_collection("store_reconnect", "m", 4)
     store.lock_collection("store_reconnect", "corpusmill test r1")
     _kill_backend(store, pg_url)
-    assert store.commit_document(coll, _doc("r"), [_chunk("r", 0, "after", _unit(0), "store_reconnect")], "r1") == 1
+    assert store.commit_document(coll, _doc("r"), [_chunk("r", 0, "after", _unit(0), "store_reconnect")], "r1").vectors == 1
     assert store.status("store_reconnect")["documents"]["done"] == 1
     # The write lock died with the old session and was taken again by the new one.
     held = store.conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
@@ -193,11 +193,11 @@ def test_an_index_under_an_older_truncated_name_is_found_by_what_it_indexes(stor
     coll = store.ensure_collection("store_legacy", "m", 4)
     store.commit_document(coll, _doc("l"), [_chunk("l", 0, "x", _unit(0), "store_legacy")], "r1")
     store.ensure_hnsw_index(coll)
-    for kind in ("doc", "hnsw"):  # as PostgreSQL truncated the names of tables 56-62 bytes long
+    for kind in ("doc", "hnsw", "text"):  # as PostgreSQL truncated the names of tables 56-62 bytes long
         store.conn.execute(f"ALTER INDEX corpusmill.{index_name(coll.chunk_table, kind)} RENAME TO legacy_{kind}")
     store.ensure_collection("store_legacy", "m", 4)
     assert store.ensure_hnsw_index(coll) is False  # no second HNSW build
     names = sorted(r[0] for r in store.conn.execute(
         "SELECT indexname FROM pg_indexes WHERE schemaname = 'corpusmill' AND tablename = %s", (coll.chunk_table,)))
-    assert names == sorted([f"{coll.chunk_table}_pkey", "legacy_doc", "legacy_hnsw"])
+    assert names == sorted([f"{coll.chunk_table}_pkey", "legacy_doc", "legacy_hnsw", "legacy_text"])
 

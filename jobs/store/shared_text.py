@@ -1,0 +1,94 @@
+"""Text shared across documents, stored once per collection: corpus-level boilerplate.
+
+Docs sites repeat blocks across pages: the same inherited-options block on every Hugo command page,
+one long C# host sample carried by four PowerShell pages, a page included under two paths. Embedded
+on every page, each copy is a near-duplicate neighbour of the others, and a prompt's top-k spends its
+slots on one passage several times. So a chunk whose text (`text_sha256`) another document of the
+collection already holds is not stored again: the first document committed with it holds it, each later
+one records its copy in the `shared_text` table (migration 004) instead of a second vector.
+
+The table is the corpus-level count, kept in the database so that incremental runs see the same
+holders as a full one. When the document holding a text changes or leaves and no other one holds
+it, the documents that recorded a copy are marked `pending`: the next run re-chunks them and one of
+them holds it, so no text is lost from the index for longer than until that run.
+
+A within-document repeat is the chunker's business (jobs/markdown/windows.py drops repeated
+paragraphs); the same text twice in one document is kept here, as before.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from psycopg import sql
+
+log = logging.getLogger(__name__)
+
+
+def ensure_hash_index(conn, table: sql.Composed, index: sql.Identifier) -> None:
+    """The text_sha256 index each commit's holder lookup needs (created once; cheap to re-check)."""
+    conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (text_sha256)").format(index, table))
+
+
+def split_shared(conn, table: sql.Composed, chunks: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(chunks to store, copies of text another document holds). Call with the document's own old chunks
+    already deleted, inside its commit transaction, so "another document" is everything left."""
+    if not chunks:
+        return [], []
+    hashes = sorted({c["text_sha256"] for c in chunks})
+    held = {r[0] for r in conn.execute(sql.SQL(
+        "SELECT DISTINCT text_sha256 FROM {} WHERE text_sha256 = ANY(%s)").format(table), (hashes,))}
+    if not held:
+        return chunks, []
+    return ([c for c in chunks if c["text_sha256"] not in held],
+            [c for c in chunks if c["text_sha256"] in held])
+
+
+def record_copies(conn, registry: sql.Composed, collection: str, doc_id: str, copies: list[dict]) -> None:
+    """Replace the document's recorded copies with `copies`."""
+    conn.execute(sql.SQL("DELETE FROM {} WHERE collection = %s AND doc_id = %s").format(registry),
+                 (collection, doc_id))
+    if copies:
+        with conn.cursor() as cur:
+            cur.executemany(sql.SQL(
+                "INSERT INTO {} (collection, doc_id, chunk_id, text_sha256) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT DO NOTHING").format(registry),
+                [(collection, doc_id, c["chunk_id"], c["text_sha256"]) for c in copies])
+
+
+def release(conn, table: sql.Composed, registry: sql.Composed, documents: sql.Composed, collection: str,
+            dropped: set[str]) -> int:
+    """Texts a document no longer holds (`dropped`: its old hashes not in its new chunks): where no other
+    document holds one now, the documents that recorded a copy of it become `pending`, so the next run
+    re-chunks them. Returns how many documents were marked."""
+    if not dropped:
+        return 0
+    hashes = sorted(dropped)
+    still = {r[0] for r in conn.execute(sql.SQL(
+        "SELECT DISTINCT text_sha256 FROM {} WHERE text_sha256 = ANY(%s)").format(table), (hashes,))}
+    lost = [h for h in hashes if h not in still]
+    if not lost:
+        return 0
+    cur = conn.execute(sql.SQL(
+        "UPDATE {docs} SET status = 'pending', updated_at = now() WHERE collection = %s AND status = 'done' "
+        "AND doc_id IN (SELECT doc_id FROM {registry} WHERE collection = %s AND text_sha256 = ANY(%s))").format(
+        docs=documents, registry=registry), (collection, collection, lost))
+    if cur.rowcount:
+        log.info("%d documents shared text only a replaced or removed document held: marked pending, so the "
+                 "next run re-chunks them", cur.rowcount)
+    return cur.rowcount
+
+
+def counts(conn, registry: sql.Composed, documents: sql.Composed, collection: str) -> dict:
+    """Copies recorded for the collection: chunks not stored twice, the distinct texts they repeat, the
+    documents that carry at least one, and `whole_copies`: documents with nothing of their own stored,
+    every chunk a copy (a page copied or included under another path: real duplication, worth a look)."""
+    copies, texts, docs = conn.execute(sql.SQL(
+        "SELECT count(*), count(DISTINCT text_sha256), count(DISTINCT doc_id) FROM {} WHERE collection = %s").format(
+        registry), (collection,)).fetchone()
+    whole = [r[0] for r in conn.execute(sql.SQL(
+        "SELECT d.source_path FROM {docs} d WHERE d.collection = %s AND d.status = 'done' AND d.chunk_count = 0 "
+        "AND EXISTS (SELECT 1 FROM {registry} r WHERE r.collection = d.collection AND r.doc_id = d.doc_id) "
+        "ORDER BY 1").format(docs=documents, registry=registry), (collection,))]
+    return {"copies": int(copies), "texts": int(texts), "documents": int(docs), "whole_copies": len(whole),
+            "whole_copy_paths": whole[:20]}
