@@ -49,7 +49,7 @@ def write_summary(path: Path, metrics: dict) -> None:
         f"- files: {f['add']} added, {f['update']} updated, {f['retry']} retried, {f['skip']} skipped, "
         f"{f['delete']} deleted, {f['failed']} failed",
         f"- chunks: {c['total']} ({c['embedded']} embedded, {c['omitted']} omitted"
-        + (f", {c['shared']} stored once: text another document holds" if c.get("shared") else "") + ")",
+        + (f", {c['shared']} not stored again: another document holds their text" if c.get("shared") else "") + ")",
         f"- by quality: {', '.join(f'{k} {v}' for k, v in sorted(c['by_quality'].items())) or '-'}",
         f"- omitted by reason: {', '.join(f'{k} {v}' for k, v in sorted(c['omitted_by_reason'].items())) or '-'}",
         f"- embedded chunk tokens: mean {e['tokens_mean']}, median {e['tokens_median']}",

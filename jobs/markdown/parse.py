@@ -28,6 +28,7 @@ from pathlib import Path
 
 import yaml
 
+from jobs.markdown.inline import render_inline
 from jobs.rows import error_fields
 from jobs.sources.reads import work_bytes
 
@@ -53,10 +54,7 @@ MAX_HEADING_CHARS = 500  # the longest heading line in tests/data is 81 characte
 # Heading clean-up: markup that must not leak into headings and breadcrumbs.
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
 _ANCHOR = re.compile(r"<a\s+(?:name|id)=[^>]*>\s*</a>", re.I)
-_HTML_TAG = re.compile(r"</?[A-Za-z][^>]*>")
 _ATTR_BLOCK = re.compile(r"\s*\{[#.][^}]*\}\s*$")  # `{#custom-id}` / `{.class}` after a heading
-_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
-_EMPHASIS = re.compile(r"(\*\*|__|\*|_|`)(.+?)\1")
 
 
 class NotUtf8Error(ValueError):
@@ -112,10 +110,7 @@ def clean_heading(text: str) -> str:
     text = _HTML_COMMENT.sub("", text)
     text = _ANCHOR.sub("", text)
     text = _ATTR_BLOCK.sub("", text)
-    text = _HTML_TAG.sub("", text)
-    text = _LINK.sub(r"\1", text)
-    text = _EMPHASIS.sub(r"\2", text)
-    return " ".join(text.split())
+    return " ".join(render_inline(text).split())
 
 
 # libyaml's parser when PyYAML has it: the pure-Python one took about half of the parse stage's time

@@ -13,6 +13,10 @@
    the limit). Every unit fits the window its section's breadcrumb leaves, so no chunk's tail is
    lost to the embedding model.
 4. Short windows of bullets merge forward.
+5. A chunk's `text` is its units as normalized; its `embed_text` is the breadcrumb, a tag line and the
+   same units with prose and table cells rendered as a reader sees them (escapes resolved, link text without its URL,
+   no emphasis or code marks, no HTML anchors: jobs/markdown/inline.py). Windows are sized on the
+   unrendered units, which are never shorter, so the rendering only ever frees room.
 
 `chunking.strategy: naive` instead cuts the document body into fixed token windows with overlap,
 ignoring structure: the baseline every change is measured against.
@@ -29,10 +33,12 @@ from jobs.chunks.quality import word_count
 from jobs.config import ChunkingConfig, QualityConfig
 from jobs.embed.tokens import TokenCounter, token_counter
 from jobs.markdown.boilerplate import is_navigation, see_also_line
+from jobs.markdown.inline import render_inline
 from jobs.markdown.merge import Group, Unit, merge_bullet_windows, merge_small_sections
 from jobs.markdown.normalize import normalize
 from jobs.rows import doc_marker, error_row, storable
 
+_EXACT = {"code", "html"}  # embedded as written; prose and table cells are rendered (jobs/markdown/inline.py)
 _TAG = {"sent": "p", "list": "list", "code": "code", "table": "table", "quote": "quote", "html": "html"}
 _PROSE = {"sent", "list", "quote"}
 
@@ -94,9 +100,19 @@ def window_bounds(units: list[Unit], budget: int, window: int, overlap: int, sof
     return bounds
 
 
-def join_units(text: str, units: list[Unit]) -> str:
-    """Units' normalized texts with the source's own separators (paragraph, line or space)."""
-    parts = [units[0].text]
+def _rendered(unit: Unit) -> str:
+    if unit.kind in _EXACT:
+        return unit.text
+    if unit.kind == "table":  # row by row: a mark must not pair with one in another row
+        return "\n".join(render_inline(line) for line in unit.text.split("\n"))
+    return render_inline(unit.text)
+
+
+def join_units(text: str, units: list[Unit], rendered: bool = False) -> str:
+    """Units' normalized texts with the source's own separators (paragraph, line or space); with
+    `rendered`, prose units as a reader sees them (jobs/markdown/inline.py): what is embedded."""
+    shown = _rendered if rendered else (lambda u: u.text)
+    parts = [shown(units[0])]
     for prev, cur in zip(units, units[1:]):
         gap = text[prev.end:cur.start]
         if gap.strip() or cur.start < prev.end or prev.kind == "abstract":
@@ -109,7 +125,7 @@ def join_units(text: str, units: list[Unit]) -> str:
             sep = "\n"
         else:
             sep = " "
-        parts.append(sep + cur.text)
+        parts.append(sep + shown(cur))
     return "".join(parts)
 
 
@@ -446,14 +462,17 @@ def _add_abstract(groups: list[Group], abstract: str, counter: TokenCounter) -> 
                                    word_count(abstract)))
 
 
-def _with_see_also(body: str, lines: list[str], fits) -> tuple[str, int]:
-    """The body with as many of its See-also lines as fit the window, and how many were dropped:
-    cross-references are the least of a chunk, and the pages they name are chunks of their own."""
+def _see_also_kept(body: str, lines: list[str], fits) -> int:
+    """How many of the group's See-also lines fit the window after `body`: cross-references are the
+    least of a chunk, and the pages they name are chunks of their own."""
     for n in range(len(lines), 0, -1):
-        candidate = body + "\n\n" + "\n".join(lines[:n])
-        if fits(candidate):
-            return candidate, len(lines) - n
-    return body, len(lines)
+        if fits(body + "\n\n" + "\n".join(lines[:n])):
+            return n
+    return 0
+
+
+def _with_lines(body: str, lines: list[str]) -> str:
+    return body + "\n\n" + "\n".join(lines) if lines else body
 
 
 def structured_drafts(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, stats: Counter,
@@ -471,13 +490,15 @@ def structured_drafts(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, sta
         w_index = 0
         while w_index < len(windows):
             units = windows[w_index]
-            body = join_units(doc["text"], units)
+            body, shown = join_units(doc["text"], units), join_units(doc["text"], units, rendered=True)
             tags = _tags(group, units)
-            dropped = 0
+            see_also = []
             if w_index == len(windows) - 1 and group.see_also:
-                body, dropped = _with_see_also(body, group.see_also, lambda b: counter.count(
+                n = _see_also_kept(shown, group.see_also, lambda b: counter.count(
                     [embed_text_for(crumb, tags, b, cfg.structural_tags)])[0] <= limit)
-            if len(units) > 1 and counter.count([embed_text_for(crumb, tags, body, cfg.structural_tags)])[0] > limit:
+                see_also = group.see_also[:n]
+            embed = embed_text_for(crumb, tags, _with_lines(shown, see_also), cfg.structural_tags)
+            if len(units) > 1 and counter.count([embed])[0] > limit:
                 # The estimate (units summed, a typical tag line) ran over: the last unit moves to the next
                 # window (where overlap may already hold it), or opens one of its own.
                 nxt = windows[w_index + 1] if w_index + 1 < len(windows) else None
@@ -488,11 +509,12 @@ def structured_drafts(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, sta
                     nxt.insert(0, units[-1])
                 continue
             w_index += 1
-            stats["see_also_dropped"] += dropped
+            if w_index == len(windows) and group.see_also:
+                stats["see_also_dropped"] += len(group.see_also) - len(see_also)
             located = [u for u in units if u.kind != "abstract"] or units
-            drafts.append({"heading_path": path, "breadcrumb": crumb, "text": body, "tags": tags,
-                           "char_start": located[0].start, "char_end": located[-1].end,
-                           "embed_text": embed_text_for(crumb, tags, body, cfg.structural_tags)})
+            drafts.append({"heading_path": path, "breadcrumb": crumb, "text": _with_lines(body, see_also),
+                           "tags": tags, "char_start": located[0].start, "char_end": located[-1].end,
+                           "embed_text": embed})
     return drafts
 
 

@@ -27,7 +27,7 @@ from tests.markdown.test_windows import chunk_text
 
 GOLDEN = REPO / "tests" / "data" / "golden"
 VERSION_FILE = GOLDEN / "VERSION.json"
-FIELDS = ["seq", "heading_path", "tags", "quality", "omitted", "char_start", "char_end", "token_count", "text"]
+FIELDS = ["seq", "heading_path", "tags", "quality", "omitted", "char_start", "char_end", "token_count", "text", "embed_text"]
 BUMP = ("bump jobs/__init__.py PIPELINE_VERSION and rerun with CORPUSMILL_UPDATE_GOLDEN=1")
 
 

@@ -4,6 +4,7 @@ import pytest
 
 from jobs.config import ChunkingConfig, QualityConfig
 from jobs.embed.tokens import token_counter
+from jobs.markdown.inline import render_inline
 from jobs.markdown.merge import Unit
 from jobs.markdown.parse import parse_markdown, read_source_text
 from jobs.markdown.sentences import SentenceSplitter
@@ -93,7 +94,11 @@ def test_chunks_of_real_files_obey_the_contract(path):
         if first.startswith(("```", "~~~")) and rest:
             first = rest[0]  # a later part of a cut code block opens with its fence repeated
         assert " ".join(first.split()) in span  # the body starts where char_start points
-        assert r["embed_text"].startswith(r["breadcrumb"] + "\n") and r["embed_text"].endswith(r["text"])
+        assert r["embed_text"].startswith(r["breadcrumb"] + "\n")
+        # the embedded body is the text as a reader sees it: markup dropped, nothing added
+        body = r["embed_text"].split("\n\n", 1)[1]
+        assert body == r["text"] if render_inline(r["text"]) == r["text"] else len(body) <= len(r["text"])
+        assert set(body.split()) <= set(r["text"].split()) | set(render_inline(r["text"]).split())
         assert r["token_count"] == counter.count([r["embed_text"]])[0]
         assert r["token_count"] <= counter.limit  # nothing the model cannot see
         assert not front_matter or front_matter not in r["text"]
