@@ -207,6 +207,18 @@ def fuse_markdown(cfg: JobConfig, local: bool = True) -> bool:
     return cfg.ray.fuse_markdown
 
 
+def _take_released(store: PgStore, collection: str, plan) -> None:
+    """A deleted document may have held text other documents only recorded a copy of
+    (jobs/store/shared_text.py); those were marked pending. Unchanged ones are re-chunked in this run
+    rather than the next, so the text is back in the index when this run ends."""
+    pending = {p for p, d in store.stored_documents(collection).items() if d.status == "pending"}
+    moved = [f for f in plan.skip if f.source_path in pending]
+    if moved:
+        plan.skip = [f for f in plan.skip if f.source_path not in pending]
+        plan.retry += moved
+        log.info("%d unchanged documents re-chunked: they shared text only a deleted document held", len(moved))
+
+
 def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
                   storage: StorageOptions | None = None):
     """The Ray Data plan: one branch per source type, unioned before the embedding actor pool. Work
@@ -354,6 +366,11 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
         plan, _ = make_plan_for(cfg, store, storage)
         stage_stats: dict = {"discover_plan": {"files": sum(plan.counts().values()) - len(plan.delete),
                                                "read": plan.hashed, "seconds": round(time.monotonic() - t0, 3)}}
+        # Before Ray starts and the run is recorded: a deletion can add re-chunks to the plan (_take_released).
+        for path in plan.delete:
+            store.delete_document(coll, path)
+        if plan.delete:
+            _take_released(store, cfg.collection, plan)
         started_ray = False
         if plan.to_process:  # before anything is recorded: a run that cannot read its inputs never starts
             started_ray = init_ray(cfg)
@@ -367,8 +384,6 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
                               not_as_frozen=plan.not_as_frozen)
         log.info("run %s: %s", run_id, ", ".join(f"{v} {k}" for k, v in plan.counts().items()))
 
-        for path in plan.delete:
-            store.delete_document(coll, path)
         # Same content under a new listing (re-uploaded, touched): remember the listing, not to read them again.
         store.record_listing(cfg.collection, [(f.source_path, f.size_bytes, f.listing_tag) for f in plan.relisted])
 

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.rows import CONTRACT_NAMES
-from tests.conftest import REPO, big_corpus, write_config
+from tests.conftest import COPIES, REPO, big_corpus, write_config
 
 pytestmark = pytest.mark.slow
 CLI = [sys.executable, "-m", "jobs.cli"]
@@ -75,8 +75,7 @@ def each_chunk_once(pg_url: str, collection: str) -> list[tuple]:
 
 # Commit often, so a kill or a restart lands mid-run: every document as soon as it is whole, in small embed
 # batches. Copies of the same files are duplicates by construction: the duplicate gate is off.
-PROGRESSIVE = dict(sink__flush_rows=1, sink__flush_seconds=0.05, embedding__resources__batch_size=8,
-                   gates__max_duplicate_neighbour_rate=None)
+PROGRESSIVE = dict(sink__flush_rows=1, sink__flush_seconds=0.05, embedding__resources__batch_size=8, **COPIES)
 
 
 def summary_line(stdout: str) -> str:
@@ -173,32 +172,45 @@ def test_incremental_changes_and_config_fingerprint(tmp_path, corpus, env, pg_ur
     changed.write_text(changed.read_text() + "\n## Zebra crossings\n\nThe zebra paragraph is new text added here.\n")
     (corpus / "hugo" / "archetypes.md").unlink()
     (corpus / "new-note.md").write_text("# New note\n\nA fresh note about configuring the build cache directory.\n")
+    # The same page under a second path (an include, a copied folder): its text is stored once.
+    (corpus / "copied").mkdir()
+    shutil.copy(corpus / "powershell" / "editorial-checklist.md", corpus / "copied" / "editorial-checklist.md")
 
     plan = cli("plan", "--config", str(cfg), "--json", env=env)
     assert plan.returncode == 0, plan.stderr
     p = json.loads(plan.stdout)
-    assert (p["add"], p["update"], p["delete"], p["skip"]) == (1, 1, 1, 5)
+    assert (p["add"], p["update"], p["delete"], p["skip"]) == (2, 1, 1, 5)
     assert p["files"]["delete"] == ["hugo/archetypes.md"]
 
     out = cli("ingest", "--config", str(cfg), env=env)
     assert out.returncode == 0, out.stderr
-    assert summary_line(out.stdout) == "files: 1 added, 1 updated, 0 retried, 5 skipped, 1 deleted, 0 failed"
+    assert summary_line(out.stdout) == "files: 2 added, 1 updated, 0 retried, 5 skipped, 1 deleted, 0 failed"
     after = chunk_rows(pg_url, "e2e_incr")
     paths = {r[1] for r in after}
     assert "hugo/archetypes.md" not in paths and "new-note.md" in paths
     assert any("zebra paragraph" in r[4] for r in after)
     untouched = {r for r in before if r[1] == "powershell/editorial-checklist.md"}
     assert untouched <= set(after)
+    assert "copied/editorial-checklist.md" not in paths  # every chunk of it is held by the original
+    qa = next(line.split()[1] for line in out.stdout.splitlines() if line.startswith("qa:"))
+    metrics = json.loads(open(f"{qa}/metrics.json").read())
+    assert metrics["chunks"]["shared"] == len(untouched)
+    assert metrics["index"]["shared_text"]["whole_copy_paths"] == ["copied/editorial-checklist.md"]
+    assert any("copied/editorial-checklist.md" in w for w in metrics["index"]["warnings"])
 
     # A chunking change alters the fingerprint: every file is re-chunked, none is duplicated.
     # Three-sentence windows overlapping by one make near-identical neighbours: not what this test judges.
     cfg2 = write_config(tmp_path / "c2.yaml", "e2e_incr", [corpus], chunking__window_sentences=3,
                         chunking__overlap_sentences=1, gates__max_duplicate_neighbour_rate=None)
+    # The original leaves in the same run: the copy, re-chunked, now holds its text.
+    (corpus / "powershell" / "editorial-checklist.md").unlink()
     out = cli("ingest", "--config", str(cfg2), env=env)
     assert out.returncode == 0, out.stderr
-    assert summary_line(out.stdout).startswith("files: 0 added, 7 updated")
+    assert summary_line(out.stdout).startswith("files: 0 added, 7 updated, 0 retried, 0 skipped, 1 deleted")
     rechunked = chunk_rows(pg_url, "e2e_incr")
     assert len(rechunked) > len(after) and len({r[0] for r in rechunked}) == len(rechunked)
+    paths = {r[1] for r in rechunked}
+    assert "copied/editorial-checklist.md" in paths and "powershell/editorial-checklist.md" not in paths
 
 
 def test_broken_files_are_recorded_and_retried_while_others_land(tmp_path, corpus, env, pg_url):

@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.conftest import BIN, REPO, big_corpus, ray_groups_under, stop_ray_under, write_config
+from tests.conftest import BIN, COPIES, REPO, big_corpus, ray_groups_under, stop_ray_under, write_config
 from tests.test_ingest import chunk_rows, wait_for_done
 
 pytestmark = pytest.mark.slow
@@ -109,7 +109,7 @@ def test_worker_node_killed_mid_run_every_document_lands_once(tmp_path, corpus, 
     # refused on a multi-node cluster.
     # Small embed batches and immediate commits, so the node dies mid-run.
     cfg = write_config(tmp_path / "mn.yaml", "e2e_multinode", [f"file://{big}"], sink__flush_rows=1, sink__flush_seconds=0.05,
-                       embedding__resources__batch_size=8, gates__max_duplicate_neighbour_rate=None)
+                       embedding__resources__batch_size=8, **COPIES)
     secret = tmp_path / "db-url"
     secret.write_text(pg_url)
     env = dict(cluster.env, RAY_ADDRESS=cluster.dashboard, DATABASE_URL_FILE=str(secret))

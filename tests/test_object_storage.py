@@ -20,7 +20,7 @@ import psycopg
 import pytest
 
 from jobs.rows import CONTRACT_NAMES
-from tests.conftest import CORPUS, big_corpus, object_gets, write_config
+from tests.conftest import COPIES, CORPUS, big_corpus, object_gets, write_config
 from tests.test_ingest import CLI, chunk_rows, cli, each_chunk_once, status, summary_line, wait_for_done
 
 pytestmark = pytest.mark.slow
@@ -165,8 +165,7 @@ def test_kill_9_and_resume_with_inputs_and_outputs_in_a_bucket(tmp_path, env, pg
     big = big_corpus(CORPUS, tmp_path / "big", copies=6)  # 36 documents
     n_docs = upload(s3, bucket, "big", big)
     # Commit often, so the kill lands mid-run: every document as soon as it is whole, in small embed batches.
-    overrides = dict(sink__flush_rows=1, sink__flush_seconds=0.05, embedding__resources__batch_size=8,
-                     gates__max_duplicate_neighbour_rate=None)
+    overrides = dict(sink__flush_rows=1, sink__flush_seconds=0.05, embedding__resources__batch_size=8, **COPIES)
     cfg = s3_config(tmp_path, "k.yaml", "s3_kill", [f"s3://{bucket}/big"], s3_server, **overrides)
     runs = f"s3://{bucket}/runs"
 

