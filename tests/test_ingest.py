@@ -253,7 +253,7 @@ def test_broken_files_are_recorded_and_retried_while_others_land(tmp_path, corpu
 
 
 def test_kill_9_and_resume_equals_a_clean_run(tmp_path, corpus, env, pg_url):
-    big = big_corpus(corpus, tmp_path / "big", copies=10)  # 60 documents
+    big = big_corpus(corpus, tmp_path / "big", copies=6)  # 36 documents: committed one by one, killed after 5
     n_docs = len(list(big.rglob("*.md")))
     overrides = PROGRESSIVE
     cfg = write_config(tmp_path / "k.yaml", "e2e_kill", [big], **overrides)
@@ -305,7 +305,7 @@ def restart_embedded_server() -> None:
 
 
 def test_a_second_ingest_is_refused_and_a_server_restart_costs_nothing(tmp_path, corpus, env, pg_url):
-    big = big_corpus(corpus, tmp_path / "big", copies=10)  # 60 documents
+    big = big_corpus(corpus, tmp_path / "big", copies=6)  # 36 documents: the restart lands after 6
     n_docs = len(list(big.rglob("*.md")))
     cfg = write_config(tmp_path / "r.yaml", "e2e_restart", [big], **PROGRESSIVE)
     log = open(tmp_path / "first.log", "w+")

@@ -39,7 +39,7 @@ def table_exists(pg_url: str, table: str) -> bool:
 
 
 def test_reembed_killed_resumes_switches_and_drops_old(tmp_path, corpus, env, pg_url):
-    big = big_corpus(corpus, tmp_path / "big", copies=8)
+    big = big_corpus(corpus, tmp_path / "big", copies=5)  # 30 documents: killed after 3 are copied
     cfg = write_config(tmp_path / "c.yaml", "e2e_reembed", [big], **COPIES)
     out = cli("ingest", "--config", str(cfg), "--output", str(tmp_path / "runs"), env=env)
     assert out.returncode == 0, out.stdout + out.stderr
