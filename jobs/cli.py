@@ -17,7 +17,9 @@ from pathlib import Path
 from jobs.errors import NotFoundError, UserError
 
 DEFAULT_CONFIG = "configs/local.yaml"
-MODES = ("vector", "text", "hybrid")  # as jobs/store/text_search.py; not imported: --help stays light
+MODES = ("vector", "text", "hybrid", "hybrid-doc")  # as jobs/store/text_search.py; not imported: --help stays light
+MODE_HELP = ("vector, text (BM25), hybrid (both) or hybrid-doc (both and documents' outline vectors; "
+             "default: the config's database.search_mode)")
 
 
 def _add_selectors(p: argparse.ArgumentParser) -> None:
@@ -370,7 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", type=int, default=5)
     p.add_argument("--json", action="store_true", help="one JSON line per query")
     p.add_argument("--queries", metavar="FILE", help="one query per line")
-    p.add_argument("--mode", choices=MODES, help="vector, text (BM25) or hybrid (default: the config's database.search_mode)")
+    p.add_argument("--mode", choices=MODES, help=MODE_HELP)
     _add_db_args(p)
     p.add_argument("query", nargs="?")
     p.set_defaults(func=cmd_search)
@@ -382,7 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--golden", required=True, metavar="FILE",
                    help="JSONL (question + chunk_id / source_path / answer) or SQuAD-format JSON such as XQuAD")
     p.add_argument("--exact", action="store_true", help="flat scan instead of the HNSW index (the index's own loss)")
-    p.add_argument("--mode", choices=MODES, help="vector, text (BM25) or hybrid (default: the config's database.search_mode)")
+    p.add_argument("--mode", choices=MODES, help=MODE_HELP)
     p.add_argument("--hits", metavar="FILE", help="per-question hits JSONL (default $CORPUSMILL_HOME/eval/…)")
     p.add_argument("--json", action="store_true")
     _add_db_args(p)

@@ -320,9 +320,11 @@ class DatabaseConfig(_Strict):
     hnsw_m: int = Field(16, ge=2)
     hnsw_ef_construction: int = Field(64, ge=4)
     ef_search: int = Field(40, ge=1)
-    search_mode: Literal["vector", "text", "hybrid"] = Field(
+    search_mode: Literal["vector", "text", "hybrid", "hybrid-doc"] = Field(
         "hybrid", description="how `search` and `eval` rank: vector (cosine through HNSW), text (BM25 over the "
-        "full-text column) or hybrid (both fused by reciprocal rank); --mode overrides")
+        "full-text column), hybrid (both fused by reciprocal rank) or hybrid-doc (hybrid plus documents ranked by "
+        "a vector of their title and headings, built on first use: better for questions that describe a page, "
+        "worse for detail questions; README, Retrieval); --mode overrides")
     shared_text: Literal["once", "each"] = Field(
         "once", description="a chunk whose text another document of the collection already holds (a block "
         "repeated across pages: inherited options, a shared sample, an included file): `once` stores it with the "

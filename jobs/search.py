@@ -1,5 +1,6 @@
 """Query a collection: embed the query with the collection's own model, then rank by vector (pgvector's
-HNSW index), by text (BM25 over the full-text column) or both fused (jobs/store/text_search.py)."""
+HNSW index), by text (BM25 over the full-text column), both fused (jobs/store/text_search.py), or both
+and the documents' outline vectors fused (`hybrid-doc`, jobs/store/doc_vectors.py)."""
 
 from __future__ import annotations
 
@@ -30,10 +31,17 @@ class Searcher:
         self.store, self.coll, self.ef_search, self.mode = store, coll, ef_search, mode
         # The query must be embedded by the model that embedded the chunks, whatever the config says now.
         self.model = SentenceTransformer(resolve_model(coll.embedding_model).location, device="cpu")
+        if mode == "hybrid-doc":  # the documents' outline vectors, with the same model (built once, then kept current)
+            built = store.ensure_doc_vectors(coll, self._encode)
+            if built:
+                log.info("%s: %d document vectors embedded", collection, built)
 
     def search(self, query: str, k: int = 5) -> list[dict]:
         return self.search_many([query], k)[0]
 
+    def _encode(self, texts: list[str]):
+        return self.model.encode(texts, normalize_embeddings=True, show_progress_bar=False, batch_size=64)
+
     def search_many(self, queries: list[str], k: int = 5, exact: bool = False) -> list[list[dict]]:
-        vectors = self.model.encode(queries, normalize_embeddings=True, show_progress_bar=False, batch_size=64)
+        vectors = self._encode(queries)
         return self.store.search_many(self.coll, vectors, k, self.ef_search, exact, queries=queries, mode=self.mode)

@@ -25,10 +25,10 @@ from psycopg import sql
 from jobs.errors import NotPermittedError, UnreachableError, UserError
 from jobs.rows import storable
 from jobs.sources.changes import StoredDoc
-from jobs.store import locks, shared_text, text_search
+from jobs.store import doc_vectors, locks, shared_text, text_search
 from jobs.store.connection import connect, connect_with_backoff, reconnecting
 from jobs.store.names import chunk_table_name, index_name, lock_key
-from jobs.store.runs import RunRecords
+from jobs.store.runs import RunRecords, UnknownCollection  # noqa: F401 (part of this module's API)
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +70,6 @@ class Collection:
 
 class CollectionMismatch(UserError, ValueError):
     pass
-
-
-class UnknownCollection(UserError, LookupError):
-    def __str__(self) -> str:  # LookupError would quote the message like a dict key
-        return str(self.args[0])
 
 
 class PgStore(RunRecords):
@@ -272,6 +267,7 @@ class PgStore(RunRecords):
             if status and status[0] == "retired":
                 # A space this collection left earlier holds stale chunks: start it afresh.
                 self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t(table)))
+                doc_vectors.drop(self.conn, self.schema, table)
             self._create_chunk_table(table, dimension)
             self._record_space(space, "building")
         return space
@@ -329,6 +325,7 @@ class PgStore(RunRecords):
             raise ValueError(f"{space.chunk_table} is the active space of {space.name!r}; it cannot be dropped")
         with self.conn.transaction():
             self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t(space.chunk_table)))
+            doc_vectors.drop(self.conn, self.schema, space.chunk_table)
             self.conn.execute(sql.SQL("DELETE FROM {} WHERE collection = %s AND chunk_table = %s").format(
                 self._t("embedding_spaces")), (space.name, space.chunk_table))
 
@@ -340,6 +337,7 @@ class PgStore(RunRecords):
         with self.conn.transaction():
             for t in tables:
                 self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t(t)))
+                doc_vectors.drop(self.conn, self.schema, t)
             self.conn.execute(sql.SQL("DELETE FROM {} WHERE collection = %s AND status = 'retired'").format(
                 self._t("embedding_spaces")), (collection,))
         return tables
@@ -526,41 +524,14 @@ class PgStore(RunRecords):
             return len(old)
 
     # ---- reading ------------------------------------------------------------------------------
-    @reconnecting
-    def status(self, collection: str) -> dict:
-        coll = self.get_collection(collection)
-        if coll is None:
-            raise UnknownCollection(f"no collection named {collection!r}")
-        counts = dict(self.conn.execute(sql.SQL(
-            "SELECT status, count(*) FROM {} WHERE collection = %s GROUP BY status").format(self._t("documents")),
-            (collection,)).fetchall())
-        chunks = self.conn.execute(sql.SQL("SELECT count(*) FROM {}").format(self._t(coll.chunk_table))).fetchone()[0]
-        failed = self.conn.execute(sql.SQL(
-            "SELECT source_path, last_error FROM {} WHERE collection = %s AND status = 'failed' ORDER BY source_path"
-        ).format(self._t("documents")), (collection,)).fetchall()
-        pending = [r[0] for r in self.conn.execute(sql.SQL(
-            "SELECT source_path FROM {} WHERE collection = %s AND status = 'pending' ORDER BY source_path"
-        ).format(self._t("documents")), (collection,))]
-        runs = self.conn.execute(sql.SQL(
-            "SELECT run_id, status, started_at, finished_at, counts FROM {} WHERE collection = %s "
-            "ORDER BY started_at DESC LIMIT 5").format(self._t("runs")), (collection,)).fetchall()
-        return {
-            "collection": collection,
-            "embedding_model": coll.embedding_model,
-            "dimension": coll.dimension,
-            "documents": {k: int(counts.get(k, 0)) for k in ("done", "failed", "pending")},
-            "chunks": int(chunks),
-            "failed": [{"source_path": p, "error": e} for p, e in failed],
-            "pending": pending,
-            "last_runs": [
-                {"run_id": r[0], "status": r[1], "started_at": r[2].isoformat(),
-                 "finished_at": r[3].isoformat() if r[3] else None, "counts": r[4]}
-                for r in runs
-            ],
-        }
-
     def search(self, coll: Collection, vector, k: int, ef_search: int = 40, exact: bool = False) -> list[dict]:
         return self.search_many(coll, [vector], k, ef_search, exact)[0]
+
+    @reconnecting
+    def ensure_doc_vectors(self, coll: Collection, encode) -> int:
+        """Build or update the collection's document vectors (jobs/store/doc_vectors.py) with `encode`,
+        which must embed as the space's model does; returns how many were embedded now."""
+        return doc_vectors.ensure(self.conn, self.schema, coll.chunk_table, coll.dimension, encode)
 
     @reconnecting
     def ensure_text_index(self, coll: Collection) -> bool:
@@ -578,10 +549,11 @@ class PgStore(RunRecords):
         """Top-k chunks per query. `vector`: by cosine distance, through the HNSW index, or with `exact`
         a flat scan (index scans disabled) that measures what the index itself loses. `text` and
         `hybrid` rank by BM25 over the full-text column (hybrid: fused with the vector ranking;
-        jobs/store/text_search.py) and need the query texts."""
+        jobs/store/text_search.py), `hybrid-doc` adds the document vectors' ranking (built first with
+        `ensure_doc_vectors`); all but `vector` need the query texts."""
         if mode != "vector":
             return text_search.search(self.conn, self._t(coll.chunk_table), mode, queries, vectors, k, ef_search,
-                                      exact)
+                                      exact, self._t(doc_vectors.table_name(coll.chunk_table)))
         stmt = sql.SQL(
             "SELECT chunk_id, source_path, heading_path, text, 1 - (embedding <=> %s) AS score "
             "FROM {} ORDER BY embedding <=> %s LIMIT %s").format(self._t(coll.chunk_table))

@@ -1,4 +1,5 @@
-"""The runs table: one row per ingest, what it was given and how it ended (PgStore's share of it).
+"""The runs table (one row per ingest: what it was given, how it ended) and the collection status that
+reports it with the checkpoint's counts: PgStore's share of both.
 
 A mixin rather than functions, so callers keep `store.start_run(...)`; it needs only the store's
 connection (`self.conn`) and its schema-qualified names (`self._t`).
@@ -10,7 +11,13 @@ import json
 
 from psycopg import sql
 
+from jobs.errors import UserError
 from jobs.store.connection import reconnecting
+
+
+class UnknownCollection(UserError, LookupError):
+    def __str__(self) -> str:  # LookupError would quote the message like a dict key
+        return str(self.args[0])
 
 
 class RunRecords:
@@ -41,3 +48,36 @@ class RunRecords:
         row = self.conn.execute(sql.SQL("SELECT output_dir FROM {}{} ORDER BY started_at DESC LIMIT 1").format(
             self._t("runs"), cond), params).fetchone()
         return row[0] if row else None
+
+    @reconnecting
+    def status(self, collection: str) -> dict:
+        coll = self.get_collection(collection)
+        if coll is None:
+            raise UnknownCollection(f"no collection named {collection!r}")
+        counts = dict(self.conn.execute(sql.SQL(
+            "SELECT status, count(*) FROM {} WHERE collection = %s GROUP BY status").format(self._t("documents")),
+            (collection,)).fetchall())
+        chunks = self.conn.execute(sql.SQL("SELECT count(*) FROM {}").format(self._t(coll.chunk_table))).fetchone()[0]
+        failed = self.conn.execute(sql.SQL(
+            "SELECT source_path, last_error FROM {} WHERE collection = %s AND status = 'failed' ORDER BY source_path"
+        ).format(self._t("documents")), (collection,)).fetchall()
+        pending = [r[0] for r in self.conn.execute(sql.SQL(
+            "SELECT source_path FROM {} WHERE collection = %s AND status = 'pending' ORDER BY source_path"
+        ).format(self._t("documents")), (collection,))]
+        runs = self.conn.execute(sql.SQL(
+            "SELECT run_id, status, started_at, finished_at, counts FROM {} WHERE collection = %s "
+            "ORDER BY started_at DESC LIMIT 5").format(self._t("runs")), (collection,)).fetchall()
+        return {
+            "collection": collection,
+            "embedding_model": coll.embedding_model,
+            "dimension": coll.dimension,
+            "documents": {k: int(counts.get(k, 0)) for k in ("done", "failed", "pending")},
+            "chunks": int(chunks),
+            "failed": [{"source_path": p, "error": e} for p, e in failed],
+            "pending": pending,
+            "last_runs": [
+                {"run_id": r[0], "status": r[1], "started_at": r[2].isoformat(),
+                 "finished_at": r[3].isoformat() if r[3] else None, "counts": r[4]}
+                for r in runs
+            ],
+        }

@@ -17,9 +17,10 @@ from __future__ import annotations
 import numpy as np
 from psycopg import sql
 
+from jobs.store.doc_vectors import doc_ranking
 from jobs.store.names import index_name
 
-MODES = ("vector", "text", "hybrid")
+MODES = ("vector", "text", "hybrid", "hybrid-doc")  # hybrid-doc: jobs/store/doc_vectors.py
 TEXT_CONFIG = "english"  # the stemmer and stop words of the generated column; fixed per table when it is made
 # Reciprocal rank fusion's constant, 1 / (RRF_K + rank). The paper's 60 suits many rankers; with two,
 # a small one lets each ranking's first hits lead. Measured on three dev sets (page hit@5, default
@@ -100,13 +101,16 @@ def fuse(rankings: list[list[str]], k: int) -> list[tuple[str, float]]:
 
 
 def ranked_search(conn, table: sql.Composed, mode: str, query: str, vector, k: int,
-                  stats: tuple[int, float]) -> list[dict]:
-    """Top-k chunks for one query in `text` or `hybrid` mode (the caller's transaction sets ef_search).
-    Scores: BM25 ranks fused by RRF, so they order hits but are no cosine similarities."""
+                  stats: tuple[int, float], docs: sql.Composed | None = None) -> list[dict]:
+    """Top-k chunks for one query in `text`, `hybrid` or `hybrid-doc` mode (the caller's transaction sets
+    ef_search; `docs`: the document-vector table hybrid-doc ranks by). Scores: ranks fused by RRF, so
+    they order hits but are no cosine similarities."""
     depth = max(k, DEPTH)
     rankings = [bm25_ranking(conn, table, query, depth, stats)]
-    if mode == "hybrid":
+    if mode in ("hybrid", "hybrid-doc"):
         rankings.append(vector_ranking(conn, table, vector, depth))
+    if mode == "hybrid-doc":
+        rankings.append(doc_ranking(conn, docs, table, vector, depth))
     top = fuse(rankings, k)
     rows = {r[0]: r for r in conn.execute(sql.SQL(_HITS).format(t=table), {"ids": [c for c, _ in top]})}
     return [{"chunk_id": c, "source_path": rows[c][1], "heading_path": list(rows[c][2] or []), "text": rows[c][3],
@@ -114,9 +118,9 @@ def ranked_search(conn, table: sql.Composed, mode: str, query: str, vector, k: i
 
 
 def search(conn, table: sql.Composed, mode: str, queries: list[str] | None, vectors, k: int, ef_search: int,
-           exact: bool) -> list[list[dict]]:
-    """Top-k chunks per query in `text` or `hybrid` mode, in one transaction (`exact`: no index scans
-    for the vector ranking, as PgStore.search_many does)."""
+           exact: bool, docs: sql.Composed | None = None) -> list[list[dict]]:
+    """Top-k chunks per query in a mode other than `vector`, in one transaction (`exact`: no index
+    scans for the vector rankings, as PgStore.search_many does)."""
     if mode not in MODES[1:] or queries is None:
         raise ValueError(f"search mode {mode!r} needs one of {MODES} and the query texts")
     with conn.transaction():
@@ -124,4 +128,4 @@ def search(conn, table: sql.Composed, mode: str, queries: list[str] | None, vect
         if exact:
             conn.execute("SET LOCAL enable_indexscan = off")
         stats = corpus_stats(conn, table)
-        return [ranked_search(conn, table, mode, q, v, k, stats) for q, v in zip(queries, vectors)]
+        return [ranked_search(conn, table, mode, q, v, k, stats, docs) for q, v in zip(queries, vectors)]

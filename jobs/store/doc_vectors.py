@@ -1,0 +1,93 @@
+"""Document vectors: one vector per document (its title and heading outline) beside a chunk table,
+for the `hybrid-doc` search mode.
+
+A question that describes a page ("Returns the first N elements of a collection") matches the page's
+gist better than any one of its chunks; a question about a detail matches a chunk. `hybrid-doc` adds
+a third ranking to hybrid's two: documents by the cosine of their outline vector, each standing in
+for its best chunk (by the chunk vectors), fused by the same reciprocal rank fusion. Measured on the
+dev sets it lifts description-like questions a lot and costs detail questions some (README,
+Retrieval), so it is a mode to choose, not the default.
+
+The vectors are derived data: built on the first `hybrid-doc` search of an embedding space with
+that space's model, and brought up to date on each later one (an outline whose text changed is
+embedded again, a document gone is dropped), so ingest, reembed and load never need to know of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Callable
+
+import numpy as np
+from psycopg import sql
+
+from jobs.store.names import bounded_name
+
+log = logging.getLogger(__name__)
+OUTLINE_HEADINGS = 40  # headings an outline keeps: a long reference page's tail adds nothing to its gist
+
+
+def table_name(chunk_table: str) -> str:
+    return bounded_name(chunk_table, "_docs")
+
+
+def outline(heading_paths: list[list[str]]) -> str:
+    """A document's title, then its headings in order, each once: `Title\\nA; B; C`."""
+    title = next((p[0] for p in heading_paths if p), "")
+    seen, heads = {title}, []
+    for path in heading_paths:
+        for h in path[1:]:
+            if h not in seen:
+                seen.add(h)
+                heads.append(h)
+    return title + ("\n" + "; ".join(heads[:OUTLINE_HEADINGS]) if heads else "")
+
+
+def ensure(conn, schema: str, chunk_table: str, dimension: int, encode: Callable[[list[str]], np.ndarray]) -> int:
+    """Create or bring up to date the document vectors of `chunk_table`; returns how many were embedded now."""
+    docs, chunks = sql.Identifier(schema, table_name(chunk_table)), sql.Identifier(schema, chunk_table)
+    conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (doc_id text PRIMARY KEY, source_path text NOT NULL, "
+                         "outline_sha256 text NOT NULL, embedding vector({}) NOT NULL)").format(
+        docs, sql.Literal(dimension)))
+    paths: dict[str, tuple[str, list[list[str]]]] = {}
+    for doc_id, source_path, heading_path in conn.execute(sql.SQL(
+            "SELECT doc_id, source_path, heading_path FROM {} ORDER BY doc_id, seq").format(chunks)):
+        paths.setdefault(doc_id, (source_path, []))[1].append(list(heading_path or []))
+    wanted = {d: (p, text, hashlib.sha256(text.encode()).hexdigest())
+              for d, (p, hp) in paths.items() for text in [outline(hp)]}
+    have = dict(conn.execute(sql.SQL("SELECT doc_id, outline_sha256 FROM {}").format(docs)).fetchall())
+    todo = [d for d, (_, _, sha) in wanted.items() if have.get(d) != sha]
+    gone = [d for d in have if d not in wanted]
+    with conn.transaction():
+        if gone:
+            conn.execute(sql.SQL("DELETE FROM {} WHERE doc_id = ANY(%s)").format(docs), (gone,))
+        if todo:
+            log.info("document vectors of %s: embedding %d outlines", chunk_table, len(todo))
+            vectors = encode([wanted[d][1] for d in todo])
+            with conn.cursor() as cur:
+                cur.executemany(sql.SQL(
+                    "INSERT INTO {} (doc_id, source_path, outline_sha256, embedding) VALUES (%s, %s, %s, %s) "
+                    "ON CONFLICT (doc_id) DO UPDATE SET source_path = EXCLUDED.source_path, "
+                    "outline_sha256 = EXCLUDED.outline_sha256, embedding = EXCLUDED.embedding").format(docs),
+                    [(d, wanted[d][0], wanted[d][2], np.asarray(v, dtype=np.float32)) for d, v in zip(todo, vectors)])
+        conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops)").format(
+            sql.Identifier(bounded_name(table_name(chunk_table), "_hnsw")), docs))
+    return len(todo)
+
+
+def doc_ranking(conn, docs: sql.Composed, chunks: sql.Composed, vector, limit: int) -> list[str]:
+    """Chunk ids: the documents nearest `vector` by outline, each as its chunk nearest `vector`."""
+    v = np.asarray(vector, dtype=np.float32)
+    return [r[0] for r in conn.execute(sql.SQL(
+        "SELECT best.chunk_id FROM (SELECT doc_id, embedding <=> %(v)s AS dist FROM {docs} "
+        "ORDER BY embedding <=> %(v)s LIMIT %(lim)s) AS d CROSS JOIN LATERAL ("
+        # `+ 0`: not the HNSW index's ordering, so the planner takes the document's rows by doc_id; an HNSW
+        # scan filtered to one document would return nothing once its ef_search candidates miss it.
+        "SELECT c.chunk_id FROM {chunks} c WHERE c.doc_id = d.doc_id ORDER BY (c.embedding <=> %(v)s) + 0 LIMIT 1"
+        ") AS best "
+        "ORDER BY d.dist").format(docs=docs, chunks=chunks), {"v": v, "lim": limit})]
+
+
+def drop(conn, schema: str, chunk_table: str) -> None:
+    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(schema, table_name(chunk_table))))
