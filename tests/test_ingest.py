@@ -253,7 +253,8 @@ def test_broken_files_are_recorded_and_retried_while_others_land(tmp_path, corpu
 
 
 def test_kill_9_and_resume_equals_a_clean_run(tmp_path, corpus, env, pg_url):
-    big = big_corpus(corpus, tmp_path / "big", copies=6)  # 36 documents: committed one by one, killed after 5
+    # 60 documents: the run must still be mid-way after a status command started in another process read it
+    big = big_corpus(corpus, tmp_path / "big", copies=10)
     n_docs = len(list(big.rglob("*.md")))
     overrides = PROGRESSIVE
     cfg = write_config(tmp_path / "k.yaml", "e2e_kill", [big], **overrides)
@@ -279,7 +280,8 @@ def test_kill_9_and_resume_equals_a_clean_run(tmp_path, corpus, env, pg_url):
     assert out.returncode == 0, out.stdout + out.stderr
     assert status("e2e_kill", env)["documents"] == {"done": n_docs, "failed": 0, "pending": 0}
     run_dir = next(line.split()[1] for line in out.stdout.splitlines() if line.startswith("parquet:"))
-    reload = cli("load", "--from-parquet", run_dir.removesuffix("/chunks"), "--collection", "e2e_reload", env=env)
+    reload = cli("load", "--from-parquet", run_dir.removesuffix("/chunks"), "--collection", "e2e_reload",
+                 "--config", str(cfg), env=env)  # the run's config: its copies stored each, as the run stored them
     assert reload.returncode == 0, reload.stdout + reload.stderr
     assert f"loaded {n_docs} documents" in reload.stdout
 
@@ -305,7 +307,8 @@ def restart_embedded_server() -> None:
 
 
 def test_a_second_ingest_is_refused_and_a_server_restart_costs_nothing(tmp_path, corpus, env, pg_url):
-    big = big_corpus(corpus, tmp_path / "big", copies=6)  # 36 documents: the restart lands after 6
+    # 60 documents: the first run must still be mid-way after a second ingest started, was refused and exited
+    big = big_corpus(corpus, tmp_path / "big", copies=10)
     n_docs = len(list(big.rglob("*.md")))
     cfg = write_config(tmp_path / "r.yaml", "e2e_restart", [big], **PROGRESSIVE)
     log = open(tmp_path / "first.log", "w+")
@@ -351,9 +354,11 @@ def test_frozen_manifest_pins_the_snapshot(tmp_path, corpus, env):
 
 
 def test_a_broken_quality_gate_fails_the_run_and_says_by_how_much(tmp_path, corpus, env):
-    # The same page twice gives chunks whose nearest neighbour is identical: duplicate rate > 0.
+    # The same page twice, each copy stored (`each`; by default the copy's text is stored once): chunks
+    # whose nearest neighbour is identical, so the duplicate rate is > 0.
     shutil.copy(corpus / "hugo" / "server.md", corpus / "server-copy.md")
-    cfg = write_config(tmp_path / "g.yaml", "e2e_gates", [corpus], gates__max_duplicate_neighbour_rate=0.0)
+    cfg = write_config(tmp_path / "g.yaml", "e2e_gates", [corpus], gates__max_duplicate_neighbour_rate=0.0,
+                       database__shared_text="each")
     out = cli("ingest", "--config", str(cfg), env=env)
     assert out.returncode == 3, out.stdout + out.stderr
     assert "quality gate(s) failed" in out.stdout

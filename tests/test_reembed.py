@@ -40,6 +40,7 @@ def table_exists(pg_url: str, table: str) -> bool:
 
 def test_reembed_killed_resumes_switches_and_drops_old(tmp_path, corpus, env, pg_url):
     big = big_corpus(corpus, tmp_path / "big", copies=5)  # 30 documents: killed after 3 are copied
+    n_docs = len(list(big.rglob("*.md")))
     cfg = write_config(tmp_path / "c.yaml", "e2e_reembed", [big], **COPIES)
     out = cli("ingest", "--config", str(cfg), "--output", str(tmp_path / "runs"), env=env)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -92,7 +93,7 @@ def test_reembed_killed_resumes_switches_and_drops_old(tmp_path, corpus, env, pg
     reloaded = status("e2e_reloaded", env)
     assert reloaded["chunks"] == len(before) and reloaded["documents"]["done"] == st["documents"]["done"]
     plan = cli("plan", "--config", str(cfg), "--collection", "e2e_reloaded", "--json", env=env)
-    assert '"skip": 48' in plan.stdout  # the reloaded checkpoint rows make the sources count as done
+    assert f'"skip": {n_docs}' in plan.stdout  # the reloaded checkpoint rows make the sources count as done
 
 
 def test_bench_embedders_ranks_models_and_switches_to_the_winner(tmp_path, corpus, env, pg_url):
