@@ -21,8 +21,11 @@ _SPACES = re.compile(r"(?<=\S)[ \t]{2,}")  # runs of blanks after text; leading 
 _BLANK_LINES = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
 # A whole line that is only a Hugo shortcode ({{< x >}}, {{% x %}}, closing tags included): markup.
 _SHORTCODE_LINE = re.compile(r"^[ \t]*\{\{[<%].*?[%>]\}\}[ \t]*(?:\n|$)", re.M)
-# Markdown link reference definitions (`[label]: https://…`): where links point, not content.
-_LINK_DEFINITION = re.compile(r"^ {0,3}\[[^\]]+\]:[ \t]+\S.*(?:\n|$)", re.M)
+# A whole line that is a CommonMark link reference definition (`[label]: destination "optional title"`):
+# where links point, not content. Strict on purpose: `[Note]: read this first` is a sentence, not a link.
+# parse.py drops paragraphs made only of these; here they go from inside mixed paragraphs.
+LINK_DEFINITION = re.compile(
+    r"^ {0,3}\[[^\]\n]+\]:[ \t]*(?:<[^>\n]*>|\S+)(?:[ \t]+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^)\n]*\)))?[ \t]*(?:\n|$)", re.M)
 
 class _HtmlComments:
     """`re.compile(r"<!--.*?-->", re.S)` for `.subn(repl, text)`, in one pass. The regex rescans to the
@@ -79,7 +82,7 @@ def normalize(text: str, kind: str, counts: Counter) -> str:
         return _TABLE_RULE.sub(lambda m: _shrink_rule(m.group(0), counts), text)
     for name, pattern, repl in (
         ("shortcode_lines", _SHORTCODE_LINE, ""),
-        ("link_definitions", _LINK_DEFINITION, ""),
+        ("link_definitions", LINK_DEFINITION, ""),
         ("html_comments", _HTML_COMMENT, ""),
         ("page_numbers", _PAGE_NUMBER, ""),
         ("zero_width", _ZERO_WIDTH, ""),

@@ -29,6 +29,7 @@ from pathlib import Path
 import yaml
 
 from jobs.markdown.inline import render_inline
+from jobs.markdown.normalize import LINK_DEFINITION
 from jobs.rows import error_fields
 from jobs.sources.reads import work_bytes
 
@@ -54,8 +55,6 @@ MAX_HEADING_CHARS = 500  # the longest heading line in tests/data is 81 characte
 # Heading clean-up: markup that must not leak into headings and breadcrumbs.
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
 _ANCHOR = re.compile(r"<a\s+(?:name|id)=[^>]*>\s*</a>", re.I)
-# `[label]: destination "optional title"`, the whole line (CommonMark's link reference definition).
-_LINK_DEFINITION = re.compile(r" {0,3}\[[^\]]+\]:[ \t]*(?:<[^>]*>|\S+)(?:[ \t]+(?:\"[^\"]*\"|'[^']*'|\([^)]*\)))?[ \t]*$")
 _ATTR_BLOCK = re.compile(r"\s*\{[#.][^}]*\}\s*$")  # `{#custom-id}` / `{.class}` after a heading
 
 
@@ -280,7 +279,7 @@ def _blocks(lines: list[tuple[int, int, str]], kinds: list[tuple[str, int, str]]
                 _LIST_ITEM.match(lines[j][2]) or _QUOTE.match(lines[j][2]) or lines[j][2].lstrip().startswith("|")
             ):
                 j += 1
-            if all(_LINK_DEFINITION.match(lines[k][2]) for k in range(i, j)):
+            if all(LINK_DEFINITION.match(lines[k][2]) for k in range(i, j)):
                 # Link reference definitions say where links point; CommonMark renders nothing for
                 # them. Dropped here, before sentence splitting cuts one inside (`[08]:` | `https://…`)
                 # where normalization's line rule no longer sees a definition.
