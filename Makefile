@@ -6,7 +6,7 @@ TORCH_SPEC  ?= torch==2.13.0
 CONFIG      ?= configs/local.yaml
 QUERY       ?= How do I define redirects for the development server?
 
-.PHONY: setup run test test-fast test-gpu lint clean db-stop bench bench-gpu bench-profile eval
+.PHONY: setup run test test-fast test-gpu lint clean db-stop bench bench-gpu bench-profile eval eval-excel
 
 setup: $(VENV)/.installed
 
@@ -52,6 +52,10 @@ bench-gpu: setup
 # LangChain-style script, page and passage hit@1/5/10, one table. EVAL_SETS=xquad for a quick one.
 eval: setup $(VENV)/.bench-installed
 	BENCH_OUT=$(BENCH_OUT) $(PY) -m ops.bench.retrieval
+
+# Excel rows and their headers on every shared workbook (ops/bench/excel_headers.py): no Ray, no database.
+eval-excel: setup
+	$(PY) -m ops.bench.excel_headers
 
 bench-profile: setup $(VENV)/.bench-installed
 	BENCH_OUT=$(BENCH_OUT) $(PY) -m ops.bench.profile

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 from jobs.config import ExcelConfig
+from jobs.excel.cells import is_missing
 from jobs.excel.filters import judge
 from jobs.excel.formats import format_value
 from jobs.excel.reader import Row, open_sheets
@@ -57,16 +58,28 @@ def _draft(ctx: _Context, table: Table, row: Row) -> RowDraft:
     if table.binding is None:
         matched = ctx.registry.match(ctx.file_name, ctx.source_path, table.sheet, table.headers)
         table.template, table.binding = matched if matched else (None, {})
-    cells = [format_value(v, f) for v, f in zip(row.values, row.formats)]
+    # `..`, `N/A`, `[x]`: the workbook says there is no value, so the row does not show one.
+    cells = ["" if is_missing(c) else c for c in (format_value(v, f) for v, f in zip(row.values, row.formats))]
     text, used = None, "fallback"
     if table.template is not None:
         text = table.template.render(table.binding, row.values, cells)
         used = table.template.name if text else used
     if text is None:
-        text = render_fallback([table.label(i) for i in range(len(cells))], cells)
+        text = render_fallback(_labels(table, cells), cells)
     path = [ctx.file_name, table.sheet] + ([table.title] if table.title else [])
     verdict = judge(row, cells, text, used != "fallback" or table.header_row is not None, ctx.cfg, ctx.patterns)
     return RowDraft(table.sheet, table, row.number, cells, text, used, path, verdict)
+
+
+def _labels(table: Table, cells: list[str]) -> list[str]:
+    """Column labels for the fallback text. A published table often leaves its row-header column
+    unnamed (the corner cell over `1981-82`, `Employee`, `TOKENS`): that value is the row's own name,
+    so it goes out bare, never under `Column A`."""
+    labels = [table.label(i) for i in range(len(cells))]
+    first = next((i for i, c in enumerate(cells) if c), None)
+    if table.header_row is not None and first is not None and not (first < len(table.headers) and table.headers[first]):
+        labels[first] = ""
+    return labels
 
 
 def iter_drafts(path: Path, source_path: str, cfg: ExcelConfig, counts: Counter,

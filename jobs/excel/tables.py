@@ -18,41 +18,47 @@ from typing import Iterator
 from openpyxl.utils import get_column_letter
 
 from jobs.chunks.quality import word_count
-from jobs.excel.cells import SEPARATOR, clean_header
+from jobs.excel.cells import SEPARATOR, clean_header, clean_label, is_missing, unglue_digits
 from jobs.excel.formats import format_value
 from jobs.excel.reader import TEXT, TYPED, Row
 from jobs.excel.templates import Template, file_matches, sheet_matches
 
 __all__ = ["Table", "header_labels", "pinned_header", "split_tables"]
 
-_MAX_HEADER_ROWS = 2  # a header line plus one parent line; more would swallow notes written above a table
+_MAX_HEADER_ROWS = 2  # a header line plus one parent line; 3 took readxl key/value rows (clippy, type-me) for headers
 _EVIDENCE_ROWS = 5  # rows below a candidate header that are looked at for typed values
-_HEADER_CELL_WORDS = 15  # longer cells are notes or data, not column names
+# Longer cells are notes or data, not column names. Published tables name columns at length ("Rate of all
+# reported non-fatal injuries per 100,000 employees", 19 words), so the bound is loose; the evidence
+# below a header (typed values) is what tells it from a row of notes.
+_HEADER_CELL_WORDS = 30
 _TITLE_WORDS = 20
-_YEAR = re.compile(r"(?:19|20)\d\d")  # 1900-2099: a year heading a column is a label, not a value
+# 1900-2099, or a financial year (2014-15, 2014/15, 2014–2015): a year heading a column is a label, not a value
+_YEAR = re.compile(r"(?:19|20)\d\d(?:\s*[-/–]\s*(?:\d\d|(?:19|20)\d\d))?")
 
 
 def _year_like(value) -> bool:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value).is_integer() and 1900 <= value <= 2099
-    return isinstance(value, str) and bool(_YEAR.fullmatch(value.strip()))
+    return isinstance(value, str) and bool(_YEAR.fullmatch(clean_label(value.strip())))  # `2015 *`: a year
 
 
 def _header_like(row: Row, single_ok: bool = False) -> bool:
-    """Column names: text (or years), short, at least half distinct, two or more unless the table has one column."""
-    cells = [(v, k) for v, k in zip(row.values, row.kinds) if k]
+    """Column names: text (or years), short, two or more unless the table has one column, not all alike.
+    Missing-value marks (`..`, `N/A`) name nothing and are left out; a label repeated under each group
+    of a grouped header (`no. | % | no. | %`) is still a header line."""
+    cells = [(v, k) for v, k in zip(row.values, row.kinds) if k and not is_missing(format_value(v), dashes=True)]
     if not cells or (len(cells) < 2 and not single_ok):
         return False
     texts = 0
     for value, kind in cells:
         if kind == TEXT:
-            if word_count(str(value)) > _HEADER_CELL_WORDS:
+            if word_count(clean_label(str(value))) > _HEADER_CELL_WORDS:
                 return False
             texts += 1
         elif not _year_like(value):
             return False
-    labels = [format_value(v).casefold() for v, _ in cells]
-    return texts > 0 and len(set(labels)) >= 0.5 * len(labels)  # repeated under year groups, but not all alike
+    labels = {clean_label(format_value(v)).casefold() for v, _ in cells}
+    return texts > 0 and (len(labels) >= 2 or len(cells) == 1)
 
 
 def _title_like(row: Row) -> bool:
@@ -201,7 +207,7 @@ def header_labels(lines: list[Row]) -> list[str]:
             if c1 < ncols and texts[c1]:
                 for c in range(c1 + 1, min(c2, ncols - 1) + 1):
                     texts[c] = texts[c] or texts[c1]
-        grid.append(texts)
+        grid.append(unglue_digits(texts))
     child = grid[-1]
     for texts, line in zip(grid[:-1], lines[:-1]):
         merged = {c for c1, c2 in line.spans for c in range(c1, c2 + 1)}

@@ -44,8 +44,9 @@ def _key(name: str) -> str:
 
 
 def render_fallback(labels: list[str], shown: list[str]) -> str:
-    """`Header: value; Header: value` over the non-empty cells; labels[i] names column i."""
-    return "; ".join(f"{labels[i]}: {s}" for i, s in enumerate(shown) if s)
+    """`Header: value; Header: value` over the non-empty cells; labels[i] names column i (an empty
+    label: the value alone)."""
+    return "; ".join(f"{labels[i]}: {s}" if labels[i] else s for i, s in enumerate(shown) if s)
 
 
 # --- templates ----------------------------------------------------------------------------------

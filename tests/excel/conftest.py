@@ -15,7 +15,7 @@ from tests.conftest import CORPUS, REPO
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 BOOK = CORPUS / "workbooks" / "stanley-cups.xlsx"
 XLSX = REPO / "tests" / "data" / "xlsx"
-READXL, UNSTRUCTURED = XLSX / "readxl", XLSX / "unstructured"
+READXL, UNSTRUCTURED, STATS = XLSX / "readxl", XLSX / "unstructured", XLSX / "stats"
 TEMPLATES = REPO / "configs" / "templates"
 
 

@@ -8,7 +8,7 @@ import openpyxl
 from jobs.config import ExcelConfig
 from jobs.excel.reader import open_sheets
 from jobs.excel.tables import pinned_header, split_tables
-from tests.excel.conftest import READXL, UNSTRUCTURED, book, chunks, on_sheet
+from tests.excel.conftest import READXL, STATS, UNSTRUCTURED, book, chunks, on_sheet
 
 
 def _tables(path, cfg: ExcelConfig) -> list[tuple]:
@@ -117,3 +117,31 @@ def test_pins_match_the_file_name_or_its_path_in_the_project_glob_dialect():
     # `*` stays within one directory; `**` spans them
     assert pinned_header([{"file": "data/*.xlsx", "sheet": "*", "header_row": 2}], "a.xlsx", "data/q1/a.xlsx", "S") is None
     assert pinned_header([{"file": "data/**/*.xlsx", "sheet": "*", "header_row": 2}], "a.xlsx", "data/q1/a.xlsx", "S") == 2
+
+
+# Published statistics tables (slices of ../shared/data/xlsx/stats; tests/data/xlsx/stats/LICENSE.md).
+
+def test_long_column_names_with_note_markers_are_a_header(plain):
+    # HSE's RIDHIST: eight lines of notes, then 14 column names of up to 19 words with `[Note n]` markers.
+    rows = chunks(STATS / "ridhist-table3.xlsx", plain)
+    assert len(rows) == 7 and all(r["omit_reason"] is None for r in rows)
+    assert rows[0]["text"].startswith("Employment Status: Employee; Year: 1974; Industry: All industries;")
+    assert "Column " not in " ".join(r["text"] for r in rows) and "[Note" not in " ".join(r["text"] for r in rows)
+
+
+def test_years_with_footnote_marks_head_columns_and_missing_marks_show_nothing(plain):
+    # Toronto transit ridership: `2015 *` among the year columns, `N/A` where a fare did not exist yet.
+    rows = {r["row"]: r for r in chunks(STATS / "toronto-transit.xlsx", plain)}
+    assert rows[8]["text"].startswith("FARE MEDIA: TOKENS; 2017: 76,106; 2016: 102,073; 2015: 110,945;")
+    assert rows[9]["text"] == "FARE MEDIA: TICKETS; 2010: 1,298; 2009: 8,807; 2008: 34,445"
+    assert not any("N/A" in r["text"] for r in rows.values())
+
+
+def test_grouped_units_under_merged_parents_and_an_unnamed_row_header_column(plain):
+    # HM Treasury PESA 4.1: `Nominal £ billion | Real terms (1) £ billion | Per cent of GDP (2)` repeated
+    # under merged group names; the corner over the fiscal years is blank, so the year goes out bare.
+    rows = chunks(STATS / "pesa-4-1.xlsx", plain)
+    assert rows[0]["text"].startswith("1981-82; Public sector current expenditure › Nominal £ billion: 110.6; "
+                                      "Public sector current expenditure › Real terms £ billion: 378.7; "
+                                      "Public sector current expenditure › Per cent of GDP: 37.1; Depreciation › ")
+    assert len(rows) == 5 and not any("Column " in r["text"] for r in rows)
