@@ -248,6 +248,11 @@ class ExcelConfig(_Strict):
         0.8, gt=0, le=1,
         description="rows at least this numeric, with no text cell and no template, are omitted (`numeric`); "
         "null: off")
+    no_header_ratio: float | None = Field(
+        0.5, gt=0, le=1,
+        description="rows rendered without a template that would carry at least this share of their values under a "
+        "generic `Column X` label (no header found for those columns) are omitted (`no_header`); a pinned "
+        "`header_rows: 0` keeps them (the user says the sheet has none); null: off")
     structural_patterns: list[str] = Field(
         default_factory=lambda: [
             # "Chapter 1", "Section 2.3", "Part iv", "Appendix B", "Page 12": document furniture, not data

@@ -2,7 +2,8 @@
 
 Each rule is configurable under `excel:` and names its key in the reason: too few non-empty cells
 (`min_fields`), only structural text such as "Total" or "-----" (`structural`), numbers that nothing
-describes (`numeric`: no template and no header row say what they are), too few or too many words
+describes (`numeric`: no template and no header row say what they are), values that would go out under
+generic `Column X` labels (`no_header`: no header was found for their columns), too few or too many words
 (`min_words`, `max_words`). An omitted row stays in the output with `omit_reason` =
 `<rule>: <reason>`, and in the run's discard report (jobs.excel.discards).
 """
@@ -21,8 +22,9 @@ _WORDY = re.compile(r"[^\W\d_]{2,}")  # a word of two letters or more: text that
 
 
 def judge(row: Row, cells: list[str], text: str, described: bool, cfg: ExcelConfig,
-          patterns: list[re.Pattern]) -> tuple[str, str] | None:
-    """(quality, `<rule>: <reason>`) for a row the filters omit, None for a row to embed."""
+          patterns: list[re.Pattern], unnamed: int = 0) -> tuple[str, str] | None:
+    """(quality, `<rule>: <reason>`) for a row the filters omit, None for a row to embed. `unnamed`: how
+    many of the row's values its text puts under a generic `Column X` label."""
     fields = sum(1 for s in cells if s)
     if fields < cfg.min_fields:
         return "fragment", f"min_fields: {fields} non-empty cell(s), fewer than excel.min_fields={cfg.min_fields}"
@@ -42,6 +44,10 @@ def judge(row: Row, cells: list[str], text: str, described: bool, cfg: ExcelConf
             return "context_dead", (f"numeric: {numeric} of {fields} cells are numbers or dates and no text cell says "
                                     f"what they describe (excel.numeric_ratio={cfg.numeric_ratio:g}; "
                                     "a header row or a template can)")
+    if cfg.no_header_ratio is not None and unnamed and unnamed >= cfg.no_header_ratio * fields:
+        return "context_dead", (f"no_header: {unnamed} of {fields} values would go out under a generic `Column X` "
+                                f"label: no header was found for their columns (excel.no_header_ratio="
+                                f"{cfg.no_header_ratio:g}; excel.header_rows or a template can name them)")
     words = word_count(text)
     if words < cfg.min_words:
         return "fragment", f"min_words: {words} words, fewer than excel.min_words={cfg.min_words}"

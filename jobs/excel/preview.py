@@ -78,6 +78,8 @@ def _preview_table(tp: _TablePreview, file_name: str, registry: TemplateRegistry
     t = tp.table
     where = f"header row {t.header_row}" if t.header_row else "no header row (columns named by letter)"
     lines = [f"table {t.number}: {where}; title: {t.title or '—'}"]
+    if t.why:
+        lines.append(f"  why: {t.why}")
     if t.headers:
         lines.append("  header: " + " | ".join(t.label(i) for i in range(len(t.headers))))
     if t.template is not None:

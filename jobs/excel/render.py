@@ -60,24 +60,28 @@ def _draft(ctx: _Context, table: Table, row: Row) -> RowDraft:
         table.template, table.binding = matched if matched else (None, {})
     # `..`, `N/A`, `[x]`: the workbook says there is no value, so the row does not show one.
     cells = ["" if is_missing(c) else c for c in (format_value(v, f) for v, f in zip(row.values, row.formats))]
-    text, used = None, "fallback"
+    text, used, unnamed = None, "fallback", 0
     if table.template is not None:
         text = table.template.render(table.binding, row.values, cells)
         used = table.template.name if text else used
     if text is None:
-        text = render_fallback(_labels(table, cells), cells)
+        labels = row_labels(table, cells)
+        text = render_fallback(labels, cells)
+        if not table.pinned:
+            unnamed = sum(1 for i, c in enumerate(cells) if c and labels[i] and not table.named(i))
     path = [ctx.file_name, table.sheet] + ([table.title] if table.title else [])
-    verdict = judge(row, cells, text, used != "fallback" or table.header_row is not None, ctx.cfg, ctx.patterns)
+    verdict = judge(row, cells, text, used != "fallback" or table.header_row is not None, ctx.cfg, ctx.patterns,
+                    unnamed)
     return RowDraft(table.sheet, table, row.number, cells, text, used, path, verdict)
 
 
-def _labels(table: Table, cells: list[str]) -> list[str]:
+def row_labels(table: Table, cells: list[str]) -> list[str]:
     """Column labels for the fallback text. A published table often leaves its row-header column
     unnamed (the corner cell over `1981-82`, `Employee`, `TOKENS`): that value is the row's own name,
     so it goes out bare, never under `Column A`."""
     labels = [table.label(i) for i in range(len(cells))]
     first = next((i for i, c in enumerate(cells) if c), None)
-    if table.header_row is not None and first is not None and not (first < len(table.headers) and table.headers[first]):
+    if table.header_row is not None and first is not None and not table.named(first):
         labels[first] = ""
     return labels
 

@@ -26,6 +26,9 @@ from jobs.excel.templates import Template, file_matches, sheet_matches
 __all__ = ["Table", "header_labels", "pinned_header", "split_tables"]
 
 _MAX_HEADER_ROWS = 2  # a header line plus one parent line; 3 took readxl key/value rows (clippy, type-me) for headers
+# Merged cells are deliberate grouping: a line of them may sit above two others (ABS: Response clear ›
+# Yes › no.). Unmerged text is not trusted that far (readxl's key/value rows).
+_MAX_MERGED_HEADER_ROWS = 3
 _EVIDENCE_ROWS = 5  # rows below a candidate header that are looked at for typed values
 # Longer cells are notes or data, not column names. Published tables name columns at length ("Rate of all
 # reported non-fatal injuries per 100,000 employees", 19 words), so the bound is loose; the evidence
@@ -36,29 +39,39 @@ _TITLE_WORDS = 20
 _YEAR = re.compile(r"(?:19|20)\d\d(?:\s*[-/–]\s*(?:\d\d|(?:19|20)\d\d))?")
 
 
+_UNIT_SIGN = re.compile(r"\s*[%‰$£€¥#]\s*")  # a unit line's cells (`no. | % | no. | %`): names, not values
+# A band heading a column (`85+`, `0-4`, `<5`, `10–19`): ages and sizes, named by numbers.
+_BAND = re.compile(r"\s*[<>≤≥]?\s*\d{1,3}\s*(?:\+|[-–]\s*\d{1,3})?\s*")
+
+
 def _year_like(value) -> bool:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value).is_integer() and 1900 <= value <= 2099
     return isinstance(value, str) and bool(_YEAR.fullmatch(clean_label(value.strip())))  # `2015 *`: a year
 
 
-def _header_like(row: Row, single_ok: bool = False) -> bool:
-    """Column names: text (or years), short, two or more unless the table has one column, not all alike.
-    Missing-value marks (`..`, `N/A`) name nothing and are left out; a label repeated under each group
-    of a grouped header (`no. | % | no. | %`) is still a header line."""
+def _header_like(row: Row, single_ok: bool = False, alike_ok: bool = False) -> bool:
+    """Column names: text (or years, or a unit sign such as `%`), short, two or more unless the table has
+    one column. Missing-value marks (`..`, `N/A`) name nothing and are left out. The names differ, unless
+    `alike_ok` (the caller has typed values below as evidence): a line repeating one status or unit over
+    every column (`outturn`, `£m`) is a header line under another. A line of years alone (`1998-99 |
+    1999-00 | …`) is one too when it has three or more, all different."""
     cells = [(v, k) for v, k in zip(row.values, row.kinds) if k and not is_missing(format_value(v), dashes=True)]
     if not cells or (len(cells) < 2 and not single_ok):
         return False
     texts = 0
     for value, kind in cells:
-        if kind == TEXT:
+        shown = format_value(value)
+        if kind == TEXT or _UNIT_SIGN.fullmatch(shown) or (texts and isinstance(value, str) and _BAND.fullmatch(shown)):
             if word_count(clean_label(str(value))) > _HEADER_CELL_WORDS:
                 return False
             texts += 1
         elif not _year_like(value):
             return False
     labels = {clean_label(format_value(v)).casefold() for v, _ in cells}
-    return texts > 0 and (len(labels) >= 2 or len(cells) == 1)
+    if texts == 0:
+        return len(cells) >= 3 and len(labels) == len(cells)
+    return len(labels) >= 2 or len(cells) == 1 or alike_ok
 
 
 def _title_like(row: Row) -> bool:
@@ -83,8 +96,8 @@ def _evidence(window: list[Row], h: int) -> int:
     return found
 
 
-def _find_header(window: list[Row], *, strict: bool, current: tuple | None = None) -> int | None:
-    """Index in `window` of a table's (last) header row, or None.
+def _find_header(window: list[Row], *, strict: bool, current: tuple | None = None) -> tuple[int | None, str]:
+    """(index in `window` of a table's (last) header row, or None; why, in words for `templates preview`).
 
     First table of a sheet (`strict` False): the earliest text row with typed values right below it,
     unless the sheet's first row is itself a full-width header well above that row (then the
@@ -94,35 +107,40 @@ def _find_header(window: list[Row], *, strict: bool, current: tuple | None = Non
     repeats the current header) — otherwise the rows after the gap continue the table."""
     nonblank = [i for i, r in enumerate(window) if not r.blank]
     if not nonblank:
-        return None
+        return None, "no rows"
     widest = max(window[i].width for i in nonblank)
     single = widest == 1
     if strict:
         for pos, i in enumerate(nonblank):
             row = window[i]
             if i > nonblank[0] + pos:  # a blank row: the block right after the gap has ended
-                return None
+                return None, "the rows after a blank gap continue the table"
             if current is not None and row.key() == current:
-                return i
-            if _header_like(row, single) and _evidence(window, i):
-                return i
+                return i, "the table's header repeated after a blank gap"
+            if _header_like(row, single, alike_ok=True) and (found := _evidence(window, i)):
+                return i, f"names over typed values in {found} column(s), after a blank gap"
             if pos >= 2 + _MAX_HEADER_ROWS - 1 or not (_title_like(row) or _header_like(row, single)):
-                return None
-        return None
-    evidenced = next((i for i in nonblank if _header_like(window[i], single) and _evidence(window, i)), None)
+                return None, "the rows after a blank gap continue the table"
+        return None, "the rows after a blank gap continue the table"
+    evidenced = next((i for i in nonblank if _header_like(window[i], single, alike_ok=True) and _evidence(window, i)),
+                     None)
     first = window[nonblank[0]]
     if _header_like(first, single) and first.width >= 0.8 * widest and (
             evidenced is None or evidenced > nonblank[0] + _MAX_HEADER_ROWS - 1):
-        return nonblank[0]
+        return nonblank[0], "the sheet's first row names the columns across the table"
     least = 1 if single else max(2, 0.6 * widest)
     wide = next((i for i in nonblank if _header_like(window[i], single) and window[i].width >= least), None)
+    wide_why = "the first row of short names as wide as the table (no typed values below it)"
     if evidenced is None:
-        return wide
+        if wide is None:
+            return None, (f"no row of short names over typed values, nor one as wide as the table, in the first "
+                          f"{len(window)} rows (excel.header_scan_rows)")
+        return wide, wide_why
     # A text-only table in a block above the evidenced header is a table of its own, not junk above it.
     if wide is not None and wide < evidenced and wide + 1 < len(window) and not window[wide + 1].blank and \
             any(window[k].blank for k in range(wide, evidenced)):
-        return wide
-    return evidenced
+        return wide, wide_why + ", above a gap"
+    return evidenced, f"the first row of short names over typed values ({_evidence(window, evidenced)} column(s))"
 
 
 def _settle(window: list[Row], h: int) -> int:
@@ -154,9 +172,9 @@ def _header_top(window: list[Row], h: int) -> int:
     """First line of the header ending at h: a parent line directly above joins it when the header block
     starts a block (blank row, title or window start above it)."""
     top = h
-    while h - top < _MAX_HEADER_ROWS - 1 and top > 0:
+    while top > 0 and (h - top < _MAX_HEADER_ROWS - 1 or (h - top < _MAX_MERGED_HEADER_ROWS - 1 and window[top - 1].spans)):
         above = window[top - 1]
-        if above.blank or not _groups(above, window[h]):
+        if above.blank or not _groups(above, window[top]):
             break
         top -= 1
     if top < h and top > 0 and not (window[top - 1].blank or _title_like(window[top - 1])):
@@ -186,11 +204,14 @@ class Table:
     key: tuple | None = None  # the header row's values, to spot it repeated further down
     template: Template | None = None
     binding: dict | None = None
+    why: str = ""  # how the header was found, or why none was (`templates preview`)
+    pinned: bool = False  # excel.header_rows named the header (0: the sheet has none, as the user says)
+
+    def named(self, col: int) -> bool:
+        return col < len(self.headers) and bool(self.headers[col])
 
     def label(self, col: int) -> str:
-        if col < len(self.headers) and self.headers[col]:
-            return self.headers[col]
-        return f"Column {get_column_letter(col + 1)}"
+        return self.headers[col] if self.named(col) else f"Column {get_column_letter(col + 1)}"
 
 
 def header_labels(lines: list[Row]) -> list[str]:
@@ -281,7 +302,7 @@ def split_tables(rows: Iterator[Row], sheet: str, *, scan: int, pin: int | None 
         window = _window(stream, scan)
         if not window:
             return
-        h = _find_header(window, strict=table is not None, current=table.key if table else None)
+        h, why = _find_header(window, strict=table is not None, current=table.key if table else None)
         if h is not None:
             h = _settle(window, h)
             top = _header_top(window, h)
@@ -289,12 +310,14 @@ def split_tables(rows: Iterator[Row], sheet: str, *, scan: int, pin: int | None 
             counts["excel_rows_above_headers"] += sum(1 for r in window[:top] if not r.blank)
             number += 1
             table = _make_table(sheet, number, window[top:h + 1], title)
+            table.why = why + (f"; {h - top + 1} header lines joined" if h > top else "")
             counts["excel_tables"] += 1
             stream.push(window[h + 1:])
         else:
             if table is None:
                 number += 1
                 table = _make_table(sheet, number, [], None)
+                table.why = why
                 counts["excel_tables"] += 1
             stream.push(window)
         for row in stream:
@@ -312,6 +335,8 @@ def _pinned_tables(rows: Iterator[Row], sheet: str, pin: int, counts: Counter) -
     """A pinned sheet is one table whose header is row `pin` (0: no header row at all)."""
     recent: deque[Row] = deque(maxlen=8)  # the rows just above the header, where its title is
     table = _make_table(sheet, 1, [], None) if pin == 0 else None
+    if table is not None:
+        table.why, table.pinned = "excel.header_rows: the sheet has no header row", True
     counts["excel_tables"] += 1
     for row in rows:
         if table is None:
@@ -321,6 +346,7 @@ def _pinned_tables(rows: Iterator[Row], sheet: str, pin: int, counts: Counter) -
                 continue
             window = list(recent)
             table = _make_table(sheet, 1, [row], _title(window, len(window))[0])
+            table.why, table.pinned = f"excel.header_rows: row {pin}", True
             continue
         if not row.blank:
             yield table, row

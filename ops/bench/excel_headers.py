@@ -40,10 +40,13 @@ def generic_share(draft) -> float:
     """Share of a row's non-empty values whose label is a generic `Column X` (0 for a templated row)."""
     if draft.template != "fallback":
         return 0.0
+    from jobs.excel.render import row_labels
+
     filled = [i for i, c in enumerate(draft.cells) if c]
     if not filled:
         return 0.0
-    return sum(1 for i in filled if _GENERIC.fullmatch(draft.table.label(i))) / len(filled)
+    labels = row_labels(draft.table, draft.cells)  # as the text shows them (a bare row header has none)
+    return sum(1 for i in filled if _GENERIC.fullmatch(labels[i])) / len(filled)
 
 
 def header_as_data(draft, below: list) -> bool:

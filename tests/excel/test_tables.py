@@ -145,3 +145,40 @@ def test_grouped_units_under_merged_parents_and_an_unnamed_row_header_column(pla
                                       "Public sector current expenditure › Real terms £ billion: 378.7; "
                                       "Public sector current expenditure › Per cent of GDP: 37.1; Depreciation › ")
     assert len(rows) == 5 and not any("Column " in r["text"] for r in rows)
+
+
+def test_three_header_lines_over_merged_groups_unit_signs_and_a_blank_corner(plain):
+    # ABS 1800.0 Table 1: `Response clear` merged over `Yes | No | Total`, each merged over `no. | %`.
+    rows = chunks(STATS / "ozmarriage-table1.xlsx", plain)
+    assert len(rows) == 5 and all(r["omit_reason"] is None for r in rows)
+    assert rows[0]["text"].startswith("New South Wales; Response clear › Yes › no.: 2,374,362; "
+                                      "Response clear › Yes › %: 57.8; Response clear › No › no.: 1,736,838;")
+
+
+def test_a_line_of_years_over_a_line_of_one_status_is_a_two_line_header(plain):
+    # HM Treasury PESA 4.2: `1998-99 | 1999-00 | …` (years alone) over `outturn | outturn | …`.
+    rows = chunks(STATS / "pesa-4-2.xlsx", plain)
+    assert [r["row"] for r in rows] == [7, 8, 9]
+    assert rows[0]["text"].startswith("1. General public services; 1998-99 › outturn: 46.3; 1999-00 › outturn: 44.1;")
+
+
+def test_age_bands_named_by_numbers_head_their_columns(plain):
+    # DWP FRS 7.3: the last column is `85+`, which has no letter in it.
+    rows = chunks(STATS / "c7-savings-7-3.xlsx", plain)
+    assert len(rows) == 4 and rows[2]["text"].endswith("75 to 84: 4; 85+: 8")
+    assert rows[0]["text"].startswith("Type of savings and investments: Any type of account (including POCAs); "
+                                      "All households: 96;")
+
+
+def test_rows_with_no_header_for_their_values_are_omitted_unless_pinned_headerless(tmp_path, plain):
+    # No line of names: every row holds numbers, so the values would go out as `Column B: 12`.
+    rows = [["Coke", 12, 3.5, "tonnes of supply"], ["Briquettes", 3, 0.5, "tonnes of demand"],
+            ["Petrol", 40, 11.0, "kilolitres of supply"]]
+    path = book(tmp_path / "no-header.xlsx", {"Sheet1": rows})
+    out = chunks(path, plain)
+    assert [r["omit_reason"].split(":")[0] for r in out] == ["no_header"] * 3
+    assert "no header was found for their columns" in out[0]["omit_reason"]
+    pinned = plain.model_copy(update={"header_rows": [{"file": "no-header.xlsx", "sheet": "*", "header_row": 0}]})
+    assert [r["omit_reason"] for r in chunks(path, pinned)] == [None] * 3
+    off = plain.model_copy(update={"no_header_ratio": None})
+    assert [r["omit_reason"] for r in chunks(path, off)] == [None] * 3
