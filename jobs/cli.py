@@ -20,18 +20,18 @@ DEFAULT_CONFIG = "configs/local.yaml"
 MODES = ("vector", "text", "hybrid", "hybrid-doc")  # as jobs/store/text_search.py; not imported: --help stays light
 MODE_HELP = ("vector, text (BM25), hybrid (both) or hybrid-doc (both and documents' outline vectors; "
              "default: the config's database.search_mode)")
-PER_DOCUMENT_HELP = ("at most N chunks of one document among the hits, the rest after them "
-                     "(default: the config's database.per_document; 0: no cap)")
+REPEAT_HELP = ("a page's next chunk stays ahead of another page's best only at R times its score "
+               "(default: the config's database.repeat_ratio; 1: plain rank order)")
 
 
-def _non_negative(value: str) -> int:
+def _ratio(value: str) -> float:
     try:
-        n = int(value)
+        r = float(value)
     except ValueError:
-        n = -1
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number 0 or more, got {value!r}")
-    return n
+        r = 0.0
+    if not r >= 1:  # NaN too
+        raise argparse.ArgumentTypeError(f"expected a number 1 or more, got {value!r}")
+    return r
 
 
 def _add_selectors(p: argparse.ArgumentParser) -> None:
@@ -176,11 +176,8 @@ def cmd_status(args) -> int:
     return 0
 
 
-def _per_document(args, cfg) -> int | None:
-    """--per-document N overrides the config; 0 turns a configured cap off."""
-    if args.per_document is None:
-        return cfg.database.per_document
-    return args.per_document or None
+def _repeat_ratio(args, cfg) -> float | None:
+    return cfg.database.repeat_ratio if args.repeat_ratio is None else args.repeat_ratio
 
 
 def cmd_search(args) -> int:
@@ -194,7 +191,7 @@ def cmd_search(args) -> int:
     with store:
         searcher = Searcher(store, args.collection or cfg.collection, ef_search=cfg.database.ef_search,
                             mode=args.mode or cfg.database.search_mode,
-                            per_document=_per_document(args, cfg))
+                            repeat_ratio=_repeat_ratio(args, cfg))
         queries = [args.query] if args.query else [
             line.strip() for line in Path(args.queries).read_text(encoding="utf-8").splitlines() if line.strip()]
         for q in queries:
@@ -323,7 +320,7 @@ def cmd_eval(args) -> int:
     with store:
         for name in names:
             searcher = Searcher(store, name, ef_search=cfg.database.ef_search, mode=args.mode or cfg.database.search_mode,
-                                per_document=_per_document(args, cfg))
+                                repeat_ratio=_repeat_ratio(args, cfg))
             report = evaluate(questions, lambda qs, k, s=searcher: s.search_many(qs, k, exact=args.exact))
             hits = Path(args.hits) if args.hits and len(names) == 1 else home() / "eval" / f"{name}-{stamp}.hits.jsonl"
             hits.parent.mkdir(parents=True, exist_ok=True)
@@ -394,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON line per query")
     p.add_argument("--queries", metavar="FILE", help="one query per line")
     p.add_argument("--mode", choices=MODES, help=MODE_HELP)
-    p.add_argument("--per-document", type=_non_negative, metavar="N", help=PER_DOCUMENT_HELP)
+    p.add_argument("--repeat-ratio", type=_ratio, metavar="R", help=REPEAT_HELP)
     _add_db_args(p)
     p.add_argument("query", nargs="?")
     p.set_defaults(func=cmd_search)
@@ -407,7 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="JSONL (question + chunk_id / source_path / answer) or SQuAD-format JSON such as XQuAD")
     p.add_argument("--exact", action="store_true", help="flat scan instead of the HNSW index (the index's own loss)")
     p.add_argument("--mode", choices=MODES, help=MODE_HELP)
-    p.add_argument("--per-document", type=_non_negative, metavar="N", help=PER_DOCUMENT_HELP)
+    p.add_argument("--repeat-ratio", type=_ratio, metavar="R", help=REPEAT_HELP)
     p.add_argument("--hits", metavar="FILE", help="per-question hits JSONL (default $CORPUSMILL_HOME/eval/…)")
     p.add_argument("--json", action="store_true")
     _add_db_args(p)

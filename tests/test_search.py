@@ -1,9 +1,10 @@
-"""jobs/search.py: queries embedded by the collection's own model, ranked in each mode, and the cap on
-chunks per document, on the embedded PostgreSQL with the packaged MiniLM model."""
+"""jobs/search.py: queries embedded by the collection's own model, ranked in each mode, and more pages
+among the first hits unless one page clearly leads, on the embedded PostgreSQL with the packaged MiniLM
+model."""
 
 import pytest
 
-from jobs.search import Searcher, per_document
+from jobs.search import Searcher, diversify
 from tests.factories import chunk_row, doc_row
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -18,21 +19,25 @@ PAGES = {
 }
 
 
-def _hit(path, n):
-    return {"chunk_id": f"{path}-{n}", "source_path": path}
+def _hit(path, n, score):
+    return {"chunk_id": f"{path}-{n}", "source_path": path, "score": score}
 
 
-def test_the_cap_takes_each_documents_best_chunks_first_then_the_rest_in_rank_order():
-    hits = [_hit("a", 0), _hit("a", 1), _hit("a", 2), _hit("b", 0), _hit("a", 3), _hit("c", 0)]
+def test_a_pages_next_chunk_waits_unless_it_clearly_leads_the_next_pages_best():
+    hits = [_hit("a", 0, 0.6), _hit("a", 1, 0.5), _hit("b", 0, 0.2), _hit("a", 2, 0.15), _hit("c", 0, 0.1)]
     ids = lambda hs: [h["chunk_id"] for h in hs]  # noqa: E731
-    assert ids(per_document(hits, 1, 4)) == ["a-0", "b-0", "c-0", "a-1"]
-    assert ids(per_document(hits, 2, 4)) == ["a-0", "a-1", "b-0", "c-0"]
-    assert ids(per_document(hits, 1, 10)) == ["a-0", "b-0", "c-0", "a-1", "a-2", "a-3"]  # nothing dropped
-    assert per_document([], 1, 5) == []
+    # a-1 (0.5) leads b-0 (0.2) by more than 2x: the detail question keeps its page's next passage.
+    assert ids(diversify(hits, 2.0, 3)) == ["a-0", "a-1", "b-0"]
+    # ...by less than 3x: b comes first. a-2 (0.15) waits for c-0 (0.1), then nothing is dropped.
+    assert ids(diversify(hits, 3.0, 5)) == ["a-0", "b-0", "a-1", "c-0", "a-2"]
+    assert ids(diversify(hits, 1e9, 5)) == ["a-0", "b-0", "c-0", "a-1", "a-2"]  # one chunk per page first
+    assert ids(diversify(hits, 1.0, 5)) == ids(hits)  # plain rank order
+    assert ids(diversify(hits, 2.0, 2, weights=[1, 1, 1, 1, 1])) == ["a-0", "b-0"]  # given weights rule
+    assert diversify([], 2.0, 5) == []
 
 
 @pytest.mark.parametrize("mode", ["vector", "hybrid"])
-def test_a_capped_search_returns_other_pages_before_a_pages_next_chunks(store, mode):
+def test_a_spread_search_returns_other_pages_before_a_pages_next_chunks(store, mode):
     coll = store.ensure_collection(f"search_cap_{mode}", MODEL, 384)
     plain = Searcher(store, coll.name, ef_search=100, mode=mode)
     for name, texts in PAGES.items():
@@ -43,10 +48,12 @@ def test_a_capped_search_returns_other_pages_before_a_pages_next_chunks(store, m
         store.commit_document(coll, doc_row(name), chunks, "r1")
 
     query = "how does a rolling update add and remove pods"
-    uncapped = plain.search(query, 9)
-    capped = Searcher(store, coll.name, ef_search=100, mode=mode, per_document=1).search(query, 4)
-    pages = [h["source_path"] for h in capped]
+    plain_hits = plain.search(query, 9)
+    spread = Searcher(store, coll.name, ef_search=100, mode=mode, repeat_ratio=1e9).search(query, 4)
+    pages = [h["source_path"] for h in spread]
     assert len(set(pages[:3])) == 3 and pages[3] == pages[0]  # three pages, then the best page's next chunk
-    # The same chunks as uncapped, each page's in its own rank order.
-    assert [h["chunk_id"] for h in capped] == [h["chunk_id"] for h in per_document(uncapped, 1, 4)]
+    # The same chunks as the plain ranking, each page's in its own order.
+    weights = [1 / (2 + r) for r in range(1, 10)] if mode == "vector" else None
+    assert [h["chunk_id"] for h in spread] == [h["chunk_id"] for h in diversify(plain_hits, 1e9, 4, weights)]
+    assert Searcher(store, coll.name, ef_search=100, mode=mode, repeat_ratio=2.0).search(query, 1) == plain_hits[:1]
     assert len(plain.search(query, 2)) == 2
