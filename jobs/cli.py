@@ -273,12 +273,14 @@ def cmd_load(args) -> int:
 
 def cmd_templates(args) -> int:
     from jobs.config import load_config
+    from jobs.embed.tokens import token_counter
     from jobs.excel.preview import preview
 
     cfg = load_config(_config_path(args))
     if not Path(args.file).is_file():
         raise NotFoundError(f"workbook not found: {args.file}")
-    print(preview(Path(args.file), sheet=args.sheet, n=args.n, excel=cfg.excel, quality=cfg.quality))
+    print(preview(Path(args.file), sheet=args.sheet, n=args.n, excel=cfg.excel, quality=cfg.quality,
+                  counter=token_counter(cfg.embedding.model)))
     return 0
 
 

@@ -243,15 +243,16 @@ class ExcelConfig(_Strict):
         "directory; default: the templates shipped with corpusmill; a directory that does not exist is an error")
     min_fields: int = Field(2, ge=1, description="rows with fewer non-empty cells are omitted (`min_fields`)")
     min_words: int = Field(8, ge=0, description="rendered rows with fewer words are omitted (`min_words`)")
-    max_words: int = Field(200, ge=1, description="rendered rows with more words are omitted as too_long (`max_words`)")
+    max_words: int = Field(200, ge=1, description="a `Header: value` row with more words is cut into parts "
+                           "(jobs/excel/split.py); a template's sentence with more is omitted as too_long (`max_words`)")
     numeric_ratio: float | None = Field(
         0.8, gt=0, le=1,
         description="rows at least this numeric, with no text cell and no template, are omitted (`numeric`); "
         "null: off")
     no_header_ratio: float | None = Field(
         0.5, gt=0, le=1,
-        description="rows rendered without a template that would carry at least this share of their values under a "
-        "generic `Column X` label (no header found for those columns) are omitted (`no_header`); a pinned "
+        description="rows rendered without a template with at least this share of their values (the row's own "
+        "name aside) in columns no header names are omitted (`no_header`); a pinned "
         "`header_rows: 0` keeps them (the user says the sheet has none); null: off")
     structural_patterns: list[str] = Field(
         default_factory=lambda: [

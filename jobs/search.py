@@ -11,13 +11,9 @@ import psycopg
 
 from jobs.embed.models import resolve_model
 from jobs.store.pgvector import PgStore, UnknownCollection
-from jobs.store.text_search import RRF_K
+from jobs.store.text_search import DEPTH, RRF_K
 
 log = logging.getLogger(__name__)
-
-# Candidates ranked before `diversify` picks k: enough that k distinct documents are almost always
-# among them (the fused rankings are this deep too: text_search.DEPTH).
-CAP_DEPTH = 50
 
 
 def diversify(hits: list[dict], ratio: float, k: int, weights: list[float] | None = None) -> list[dict]:
@@ -80,9 +76,10 @@ class Searcher:
         vectors = self._encode(queries)
         if self.repeat_ratio is None:
             return self.store.search_many(self.coll, vectors, k, self.ef_search, exact, queries=queries, mode=self.mode)
-        depth = max(k, CAP_DEPTH)
+        # Candidates ranked before `diversify` picks k, as deep as the fused rankings: enough that k distinct
+        # documents are almost always among them.
+        depth = max(k, DEPTH)
         ranked = self.store.search_many(self.coll, vectors, depth, self.ef_search, exact, queries=queries, mode=self.mode)
         # Fused modes score by reciprocal rank; a cosine is no such score, so vector hits weigh as their rank would.
-        weights = (lambda hs: [1.0 / (RRF_K + r) for r in range(1, len(hs) + 1)]) if self.mode == "vector" else \
-            (lambda hs: None)
-        return [diversify(hs, self.repeat_ratio, k, weights(hs)) for hs in ranked]
+        by_rank = [1.0 / (RRF_K + r) for r in range(1, depth + 1)] if self.mode == "vector" else None
+        return [diversify(hs, self.repeat_ratio, k, by_rank[:len(hs)] if by_rank else None) for hs in ranked]

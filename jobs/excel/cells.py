@@ -1,7 +1,9 @@
-"""Cell and header text as a reader sees it: OOXML escapes decoded, pasted tags dropped, machine
-names (`first_name`, `dateOfBirth`) turned into words, placeholder headers (`Column1`) dropped so
-the caller can name the column, footnote markers dropped from labels; missing-value marks (`..`,
-`N/A`, `[x]`) told apart from values; and the separator that joins a row's breadcrumb and header levels."""
+"""Cell and header text as a reader sees it: OOXML escapes decoded, pasted tags dropped, dot leaders
+(`December . . . . 12`) dropped, machine names (`first_name`, `dateOfBirth`) turned into words,
+placeholder headers (`Column1`) dropped so the caller can name the column, footnote markers dropped
+from labels, a label written as a path (`Hours ; Market ;`) read as levels; missing-value marks
+(`..`, `N/A`, `[x]`) told apart from values; and the separator that joins a row's breadcrumb and
+header levels."""
 
 from __future__ import annotations
 
@@ -14,6 +16,10 @@ _XML_ESCAPE = re.compile(r"_x([0-9A-Fa-f]{4})_")  # OOXML's escape for control c
 # so comparisons such as "< 5" or "a<b" without a closing ">" are left alone.
 _TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>")
 # Placeholder headers that say nothing: Column1, Col 2, Field_3, Unnamed: 4, F5 (Access/pandas exports).
+# Dot leaders, the typeset line of dots from a label to its value (`December . . . . . .`, `Total.........`):
+# three or more dots (spaced or not) or two ellipsis characters after a word. Dots alone (`..`, `...`) are
+# missing-value marks, kept for is_missing.
+_DOT_LEADER = re.compile(r"(?<=[^\s.…])\s*(?:\.\s*){3,}|(?<=[^\s.…])\s*…{2,}\s*")
 _GENERIC_HEADER = re.compile(r"(?:column|col|field|unnamed|f)[\s:_#-]*\d+", re.I)
 # Machine names: snake_case or dotted (first_name, Sepal.Length); both sides of each separator are letters.
 _MNEMONIC = re.compile(r"[^\W\d_]+(?:[._][^\W\d_]+)+")
@@ -33,9 +39,11 @@ _DASHES = frozenset({"-", "--", "–", "—"})
 
 
 def clean_text(text: str) -> str:
-    """Cell text as a reader sees it: escapes decoded, tags dropped, whitespace collapsed."""
+    """Cell text as a reader sees it: escapes decoded, tags dropped, dot leaders dropped, whitespace
+    collapsed."""
     text = _XML_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
     text = _TAG.sub(" ", text)
+    text = _DOT_LEADER.sub(" ", text)
     return " ".join(text.split())
 
 
@@ -66,6 +74,10 @@ def clean_header(text: str) -> str:
     markers dropped. Generic placeholders (`Column1`, `Unnamed: 3`) and missing-value marks become
     empty, so the caller names the column by its letter."""
     text = clean_label(clean_text(text))
+    if ";" in text:
+        # A label that is a path (ABS: `Hours worked ;  Market ;  > Mining ;`): its levels joined as a
+        # breadcrumb's, since `;` separates a row's fields in the text; `>` marks a level's indent there.
+        text = SEPARATOR.join(p.strip().lstrip(">").strip() for p in text.split(";") if p.strip(" >"))
     if is_missing(text, dashes=True):
         return ""
     if _GENERIC_HEADER.fullmatch(text):

@@ -22,9 +22,10 @@ _WORDY = re.compile(r"[^\W\d_]{2,}")  # a word of two letters or more: text that
 
 
 def judge(row: Row, cells: list[str], text: str, described: bool, cfg: ExcelConfig,
-          patterns: list[re.Pattern], unnamed: int = 0) -> tuple[str, str] | None:
+          patterns: list[re.Pattern], unnamed: int = 0, splittable: bool = False) -> tuple[str, str] | None:
     """(quality, `<rule>: <reason>`) for a row the filters omit, None for a row to embed. `unnamed`: how
-    many of the row's values its text puts under a generic `Column X` label."""
+    many of the row's values (its first, the row's own name, aside) sit in columns no header names.
+    `splittable`: a row over `max_words` is cut into parts (jobs.excel.split) rather than omitted."""
     fields = sum(1 for s in cells if s)
     if fields < cfg.min_fields:
         return "fragment", f"min_fields: {fields} non-empty cell(s), fewer than excel.min_fields={cfg.min_fields}"
@@ -45,12 +46,13 @@ def judge(row: Row, cells: list[str], text: str, described: bool, cfg: ExcelConf
                                     f"what they describe (excel.numeric_ratio={cfg.numeric_ratio:g}; "
                                     "a header row or a template can)")
     if cfg.no_header_ratio is not None and unnamed and unnamed >= cfg.no_header_ratio * fields:
-        return "context_dead", (f"no_header: {unnamed} of {fields} values would go out under a generic `Column X` "
-                                f"label: no header was found for their columns (excel.no_header_ratio="
+        return "context_dead", (f"no_header: {unnamed} of {fields} values are in columns that no header names "
+                                f"(they would go out bare or as `Column X`): no header was found for their columns "
+                                f"(excel.no_header_ratio="
                                 f"{cfg.no_header_ratio:g}; excel.header_rows or a template can name them)")
     words = word_count(text)
     if words < cfg.min_words:
         return "fragment", f"min_words: {words} words, fewer than excel.min_words={cfg.min_words}"
-    if words > cfg.max_words:
+    if words > cfg.max_words and not splittable:
         return "too_long", f"max_words: {words} words, more than excel.max_words={cfg.max_words}"
     return None

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from jobs.chunks.quality import label, word_count
 from jobs.config import ExcelConfig, QualityConfig
+from jobs.embed.tokens import TokenCounter
 from jobs.errors import ConfigError
 from jobs.excel.render import RowDraft, iter_drafts
 from jobs.excel.tables import Table
@@ -33,15 +34,16 @@ class _TablePreview:
 
 
 def preview(path: Path, *, sheet: str | None = None, n: int = 10, excel: ExcelConfig,
-            quality: QualityConfig) -> str:
+            quality: QualityConfig, counter: TokenCounter | None = None) -> str:
     """What the Excel stage makes of a workbook, per sheet and table: the header found, the template matched
-    (or why none), the first `n` rendered rows and the first `n` discarded ones with their reasons. Token
-    limits are not checked here (no tokenizer is loaded), so `too_long` by tokens does not show."""
+    (or why none), the first `n` rendered rows (a row cut to fit the model's window, part by part) and the
+    first `n` discarded ones with their reasons. `counter`: the embedding model's tokens, so rows are cut as
+    an ingest cuts them; without it only `excel.max_words` cuts."""
     path = Path(path)
     counts: Counter = Counter()
     seen: list[str] = []
     tables: dict[tuple[str, int], _TablePreview] = {}
-    for d in iter_drafts(path, path.name, excel, counts, sheet=sheet, sheets_seen=seen):
+    for d in iter_drafts(path, path.name, excel, counts, sheet=sheet, sheets_seen=seen, counter=counter):
         tp = tables.setdefault((d.sheet, d.table.number), _TablePreview(d.table))
         verdict = d.verdict
         if verdict is None:
@@ -92,7 +94,8 @@ def _preview_table(tp: _TablePreview, file_name: str, registry: TemplateRegistry
     lines.append(f"  rows: {tp.n_kept} rendered, {tp.n_dropped} discarded")
     if tp.kept:
         lines.append(f"  first {len(tp.kept)} rendered:")
-        lines.extend(f"    row {d.row}: {d.text}" for d in tp.kept)
+        lines.extend(f"    row {d.row}" + (f" (part {d.part[0]}/{d.part[1]})" if d.part else "") + f": {d.text}"
+                     for d in tp.kept)
     if tp.dropped:
         lines.append(f"  discarded (first {len(tp.dropped)}):")
         lines.extend(f"    row {d.row}: {d.verdict[1]}\n      {d.text}" for d in tp.dropped)

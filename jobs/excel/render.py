@@ -1,10 +1,11 @@
 """Every data row of a workbook rendered to text and judged: the path from file to `RowDraft`s.
 
-open_sheets (jobs.excel.reader) -> split_tables (jobs.excel.tables) -> one text per row -> judge
-(jobs.excel.filters). A row reads as the sentence of the first template that fits its table
-(jobs.excel.templates: matched once per table, by file, sheet and header) or as `Header: value; …`,
-with values shown the way the workbook formats them. The stage and the `templates preview` command
-both read workbooks through `iter_drafts`, so the preview shows what an ingest makes.
+open_sheets (jobs.excel.reader) -> split_tables (jobs.excel.tables) -> group labels and sections
+carried down (jobs.excel.context) -> one text per row -> judge (jobs.excel.filters). A row reads as
+the sentence of the first template that fits its table (jobs.excel.templates: matched once per
+table, by file, sheet and header) or as `Header: value; …`, with values shown the way the workbook
+formats them. The stage and the `templates preview` command both read workbooks through
+`iter_drafts`, so the preview shows what an ingest makes.
 """
 
 from __future__ import annotations
@@ -16,12 +17,22 @@ from pathlib import Path
 from typing import Iterator
 
 from jobs.config import ExcelConfig
+from jobs.embed.tokens import TokenCounter
 from jobs.excel.cells import is_missing
+from jobs.excel.context import RowContext, with_section
 from jobs.excel.filters import judge
 from jobs.excel.formats import format_value
-from jobs.excel.reader import Row, open_sheets
+from jobs.excel.reader import TEXT, Row, open_sheets
+from jobs.excel.split import split_row
 from jobs.excel.tables import Table, pinned_header, split_tables
-from jobs.excel.templates import TemplateRegistry, TemplateTexts, load_templates, registry_from_texts, render_fallback
+from jobs.excel.templates import (
+    TemplateRegistry,
+    TemplateTexts,
+    fallback_fields,
+    load_templates,
+    registry_from_texts,
+    render_fields,
+)
 
 __all__ = ["RowDraft", "iter_drafts"]
 
@@ -32,10 +43,16 @@ class RowDraft:
     table: Table
     row: int
     cells: list[str]  # the cells as the workbook shows them
+    kinds: list[int]  # the reader's kind of each cell (jobs.excel.reader: EMPTY, TEXT, TYPED)
     text: str
     template: str  # template name, or "fallback"
     heading_path: list[str]
     verdict: tuple[str, str] | None  # (quality, omit_reason) when a filter omits the row
+    # A fallback row's fields, (label, value, first column) in text order, the first `lead` of them its own
+    # names: what jobs.excel.split needs to cut a row too long to embed into parts. None for a template's.
+    fields: list[tuple[str, str, int]] | None = None
+    lead: int = 0
+    part: tuple[int, int] | None = None  # (k, n): this is part k of n of its row
 
 
 @dataclass
@@ -45,6 +62,9 @@ class _Context:
     cfg: ExcelConfig
     registry: TemplateRegistry
     patterns: list[re.Pattern]
+    table: Table | None = None  # the table of the last row, whose group labels `context` carries
+    context: RowContext | None = None
+    counts: Counter | None = None
 
     @classmethod
     def create(cls, source_path: str, cfg: ExcelConfig, templates: TemplateTexts | None = None) -> "_Context":
@@ -58,40 +78,75 @@ def _draft(ctx: _Context, table: Table, row: Row) -> RowDraft:
     if table.binding is None:
         matched = ctx.registry.match(ctx.file_name, ctx.source_path, table.sheet, table.headers)
         table.template, table.binding = matched if matched else (None, {})
+    if ctx.table is not table:
+        ctx.table, ctx.context = table, RowContext(table.header_row is not None, table.named, ctx.counts)
+    row, section = ctx.context.apply(row)
     # `..`, `N/A`, `[x]`: the workbook says there is no value, so the row does not show one.
     cells = ["" if is_missing(c) else c for c in (format_value(v, f) for v, f in zip(row.values, row.formats))]
-    text, used, unnamed = None, "fallback", 0
+    cells = with_section(cells, section)
+    text, used, unnamed, fields, lead = None, "fallback", 0, None, 0
     if table.template is not None:
         text = table.template.render(table.binding, row.values, cells)
         used = table.template.name if text else used
     if text is None:
-        labels = row_labels(table, cells)
-        text = render_fallback(labels, cells)
+        labels = row_labels(table, cells, row.kinds)
+        fields = fallback_fields(labels, cells, [k == TEXT for k in row.kinds])
+        text = render_fields(fields)
+        names = _leading_names(cells, row.kinds)
+        lead = next((n for n, f in enumerate(fields) if f[2] not in names), len(fields))
         if not table.pinned:
-            unnamed = sum(1 for i, c in enumerate(cells) if c and labels[i] and not table.named(i))
+            # A bare row name is no value without a label, but the run of text cells after it is: a row of them
+            # under no header (a table's header line read as data, `code | description`) stays omitted.
+            first = next((i for i, c in enumerate(cells) if c), None)
+            unnamed = sum(1 for i, c in enumerate(cells) if c and i != first and not table.named(i))
     path = [ctx.file_name, table.sheet] + ([table.title] if table.title else [])
     verdict = judge(row, cells, text, used != "fallback" or table.header_row is not None, ctx.cfg, ctx.patterns,
-                    unnamed)
-    return RowDraft(table.sheet, table, row.number, cells, text, used, path, verdict)
+                    unnamed, splittable=fields is not None and len(fields) - lead >= 2)
+    return RowDraft(table.sheet, table, row.number, cells, list(row.kinds), text, used, path, verdict, fields, lead)
 
 
-def row_labels(table: Table, cells: list[str]) -> list[str]:
-    """Column labels for the fallback text. A published table often leaves its row-header column
-    unnamed (the corner cell over `1981-82`, `Employee`, `TOKENS`): that value is the row's own name,
-    so it goes out bare, never under `Column A`."""
+def _leading_names(cells: list[str], kinds: list[int]) -> set[int]:
+    """Columns of the row's own names: its first cell and the text cells right after it."""
+    out: set[int] = set()
+    for i, c in enumerate(cells):
+        if not c:
+            continue
+        if out and (i >= len(kinds) or kinds[i] != TEXT):
+            break
+        out.add(i)
+        if i >= len(kinds) or kinds[i] != TEXT:
+            break
+    return out
+
+
+def row_labels(table: Table, cells: list[str], kinds: list[int] | None = None) -> list[str]:
+    """Column labels for the fallback text. A published table often leaves its row-header columns
+    unnamed (the corner cell over `1981-82`, `Employee`, `TOKENS`; `North East | Imports` before the
+    figures): those values are the row's own names, so they go out bare, never under `Column A`. With
+    `kinds`, every unnamed text cell before the row's first value is such a name; without, the first cell."""
     labels = [table.label(i) for i in range(len(cells))]
-    first = next((i for i, c in enumerate(cells) if c), None)
-    if table.header_row is not None and first is not None and not table.named(first):
-        labels[first] = ""
+    if table.header_row is None:
+        return labels
+    for pos, i in enumerate(i for i, c in enumerate(cells) if c):
+        text = kinds is not None and i < len(kinds) and kinds[i] == TEXT
+        if pos > 0 and not text:
+            break
+        if not table.named(i):
+            labels[i] = ""
+        if not text:
+            break
     return labels
 
 
 def iter_drafts(path: Path, source_path: str, cfg: ExcelConfig, counts: Counter,
                 sheet: str | None = None, sheets_seen: list[str] | None = None,
-                templates: TemplateTexts | None = None) -> Iterator[RowDraft]:
-    """Every data row of the workbook at `path`, rendered and judged; `counts` collects what was skipped.
-    `templates`: the driver's template texts (a job's workers); None reads `cfg.templates_dir` here."""
+                templates: TemplateTexts | None = None, counter: TokenCounter | None = None) -> Iterator[RowDraft]:
+    """Every data row of the workbook at `path`, rendered and judged, a row too long to embed as its parts
+    (jobs.excel.split: over `max_words`, or over the model's window where `counter`, the embedding model's
+    token counter, is given); `counts` collects what was skipped and split. `templates`: the driver's
+    template texts (a job's workers); None reads `cfg.templates_dir` here."""
     ctx = _Context.create(source_path, cfg, templates)
+    ctx.counts = counts
     for name, rows in open_sheets(Path(path), cfg, counts):
         if sheets_seen is not None:
             sheets_seen.append(name)
@@ -100,7 +155,12 @@ def iter_drafts(path: Path, source_path: str, cfg: ExcelConfig, counts: Counter,
         pin = pinned_header(cfg.header_rows, ctx.file_name, source_path, name)
         for table, row in split_tables(_counted(rows, counts), name, scan=cfg.header_scan_rows, pin=pin,
                                        counts=counts):
-            yield _draft(ctx, table, row)
+            parts = split_row(_draft(ctx, table, row), cfg.max_words, counter.count if counter else None,
+                              counter.limit if counter else None)
+            if len(parts) > 1:
+                counts["excel_rows_split"] += 1
+                counts["excel_row_parts"] += len(parts)
+            yield from parts
 
 
 def _counted(rows: Iterator[Row], counts: Counter) -> Iterator[Row]:

@@ -42,7 +42,7 @@ def _workbook_chunks(work: dict, excel: ExcelConfig, quality: QualityConfig, emb
     counter = token_counter(embedding_model)
     counts: Counter = Counter()
     with work_local_file(work, storage, max_bytes=excel.max_file_bytes) as path:
-        drafts = list(iter_drafts(path, work["source_path"], excel, counts, templates=templates))
+        drafts = list(iter_drafts(path, work["source_path"], excel, counts, templates=templates, counter=counter))
     for d in drafts:  # a cell's `_x0000_` escape reads back as NUL
         d.sheet, d.text, d.heading_path = (storable(v, counts) for v in (d.sheet, d.text, d.heading_path))
     doc_stats = json.dumps(dict(sorted(counts.items())))
@@ -52,8 +52,11 @@ def _workbook_chunks(work: dict, excel: ExcelConfig, quality: QualityConfig, emb
     embed_texts = [f"{crumb}\n\n{d.text}" for crumb, d in zip(crumbs, drafts)]
     token_counts = counter.count(embed_texts)
     rows = [{"heading_path": d.heading_path, "breadcrumb": crumb, "text": d.text, "embed_text": embed_text,
-             "sheet": d.sheet, "row": d.row, "tags": ["row", f"template:{d.template}"]}
+             "sheet": d.sheet, "row": d.row,
+             "tags": ["row", f"template:{d.template}"] + ([f"part:{d.part[0]}/{d.part[1]}"] if d.part else [])}
             for d, crumb, embed_text in zip(drafts, crumbs, embed_texts)]
-    return chunk_rows(work, rows, source_type="excel", locators=[f"{work['source_path']}##{d.sheet}#{d.row}" for d in drafts],
+    # A row cut into parts (jobs.excel.split) has a chunk per part: `#row.k` tells them apart.
+    locators = [f"{work['source_path']}##{d.sheet}#{d.row}" + (f".{d.part[0]}" if d.part else "") for d in drafts]
+    return chunk_rows(work, rows, source_type="excel", locators=locators,
                       token_counts=token_counts, token_limit=counter.limit, quality=quality, doc_stats=doc_stats,
                       verdicts=[d.verdict for d in drafts])

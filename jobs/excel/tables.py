@@ -1,9 +1,12 @@
 """Tables in a sheet's row stream: headers found, not assumed.
 
-Junk rows above a table are skipped, a one-cell row above the header becomes the table's title,
-merged header cells are filled across, a header line over another joins it as `Parent › Child`,
-and a blank gap followed by a new header starts a new table. `split_tables` holds at most
-`excel.header_scan_rows` rows at a time, so a sheet of any length streams through. Where the
+Junk rows above a table are skipped, a one-cell row above the header becomes the table's title (a
+units line such as `£ million` or `2018=100` too), merged header cells are filled across, a header
+line over another joins it as `Parent › Child`, and a blank gap followed by a new header starts a
+new table. Between a header and its data, the header's own lines filled down again (vertical
+merges), a row of series codes (ONS CDIDs `MV36 | MV37`) and time-series attribute rows (ABS `Unit`,
+`Series ID`; a column's unit goes into its label) are header, not data. `split_tables` holds at
+most `excel.header_scan_rows` rows at a time, so a sheet of any length streams through. Where the
 heuristics guess wrong, `excel.header_rows` pins the header (`pinned_header`).
 """
 
@@ -23,7 +26,7 @@ from jobs.excel.formats import format_value
 from jobs.excel.reader import TEXT, TYPED, Row
 from jobs.excel.templates import Template, file_matches, sheet_matches
 
-__all__ = ["Table", "header_labels", "pinned_header", "split_tables"]
+__all__ = ["Table", "header_labels", "pinned_header", "split_tables", "year_like"]
 
 _MAX_HEADER_ROWS = 2  # a header line plus one parent line; 3 took readxl key/value rows (clippy, type-me) for headers
 # Merged cells are deliberate grouping: a line of them may sit above two others (ABS: Response clear ›
@@ -40,11 +43,25 @@ _YEAR = re.compile(r"(?:19|20)\d\d(?:\s*[-/–]\s*(?:\d\d|(?:19|20)\d\d))?")
 
 
 _UNIT_SIGN = re.compile(r"\s*[%‰$£€¥#]\s*")  # a unit line's cells (`no. | % | no. | %`): names, not values
+# Time-series attribute rows (`_attribute_rows`): at most this many, each keyed by a short name; the key
+# that gives a column's unit (ABS `Unit`, ONS `PreUnit`/`Unit`, `Unit of measure`).
+_MAX_ATTRIBUTE_ROWS = 12
+_ATTRIBUTE_KEY_WORDS = 4
+_UNIT_KEY = re.compile(r"(?:pre\s*)?units?(?:\s+of\s+measure(?:ment)?)?", re.I)
+# A units line with no letter in it: an index base (`2018=100`) or a unit sign alone.
+_UNIT_LINE = re.compile(r"\s*(?:\(?(?:19|20)\d\d\s*=\s*100\)?|[%‰$£€¥])\s*")
 # A band heading a column (`85+`, `0-4`, `<5`, `10–19`): ages and sizes, named by numbers.
 _BAND = re.compile(r"\s*[<>≤≥]?\s*\d{1,3}\s*(?:\+|[-–]\s*\d{1,3})?\s*")
 
 
-def _year_like(value) -> bool:
+# A series or column code (ONS CDID `MV36`, `MVLR`, ABS `A84426298K`, `C1`): one token of capitals and digits
+# with a capital; a row of codes has digits in most of them (`USA | NHS | EU` is a row of names). Quarters and
+# halves (`Q1`, `H2`) are period names, which head columns.
+_CODE = re.compile(r"(?=[A-Z0-9]*[A-Z])[A-Z0-9]{2,12}")
+_PERIOD = re.compile(r"[QH]\d")
+
+
+def year_like(value) -> bool:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value).is_integer() and 1900 <= value <= 2099
     return isinstance(value, str) and bool(_YEAR.fullmatch(clean_label(value.strip())))  # `2015 *`: a year
@@ -66,7 +83,7 @@ def _header_like(row: Row, single_ok: bool = False, alike_ok: bool = False) -> b
             if word_count(clean_label(str(value))) > _HEADER_CELL_WORDS:
                 return False
             texts += 1
-        elif not _year_like(value):
+        elif not year_like(value):
             return False
     labels = {clean_label(format_value(v)).casefold() for v, _ in cells}
     if texts == 0:
@@ -75,9 +92,13 @@ def _header_like(row: Row, single_ok: bool = False, alike_ok: bool = False) -> b
 
 
 def _title_like(row: Row) -> bool:
-    """One short text cell: a table's caption, or a section line above it."""
+    """One short text cell: a table's caption, a section line above it, or its units line (`£ million`,
+    `%`, an index base `2018=100`), which goes into the title and so into every row's breadcrumb."""
     filled = [(v, k) for v, k in zip(row.values, row.kinds) if k]
-    return len(filled) == 1 and filled[0][1] == TEXT and word_count(format_value(filled[0][0])) <= _TITLE_WORDS
+    if len(filled) != 1:
+        return False
+    shown = format_value(filled[0][0])
+    return word_count(shown) <= _TITLE_WORDS if filled[0][1] == TEXT else bool(_UNIT_LINE.fullmatch(shown))
 
 
 def _evidence(window: list[Row], h: int) -> int:
@@ -86,7 +107,7 @@ def _evidence(window: list[Row], h: int) -> int:
     body = [r for r in window[h + 1:] if not r.blank][:_EVIDENCE_ROWS]
     found = 0
     for col, (kind, value) in enumerate(zip(window[h].kinds, window[h].values)):
-        if kind != TEXT and not (kind and _year_like(value)):
+        if kind != TEXT and not (kind and year_like(value)):
             continue
         for r in body:
             below = r.kind(col)
@@ -96,7 +117,8 @@ def _evidence(window: list[Row], h: int) -> int:
     return found
 
 
-def _find_header(window: list[Row], *, strict: bool, current: tuple | None = None) -> tuple[int | None, str]:
+def _find_header(window: list[Row], *, strict: bool, current: tuple | None = None,
+                 previous: Row | None = None) -> tuple[int | None, str]:
     """(index in `window` of a table's (last) header row, or None; why, in words for `templates preview`).
 
     First table of a sheet (`strict` False): the earliest text row with typed values right below it,
@@ -104,7 +126,9 @@ def _find_header(window: list[Row], *, strict: bool, current: tuple | None = Non
     typed values belong to a key/value table). Failing both, the first text row as wide as the table.
     After a blank gap inside a table (`strict`): only the block right after the gap is looked at, it
     may open with titles and a parent header line, and the header needs typed values below it (or
-    repeats the current header) — otherwise the rows after the gap continue the table."""
+    repeats the current header) — otherwise the rows after the gap continue the table, as they do when the
+    block opens with a value where the table's last row had one in the row-header column (`1997 | Q1 | …`
+    under `2019 | …`: the quarters after the years, not a header of a year and a quarter)."""
     nonblank = [i for i, r in enumerate(window) if not r.blank]
     if not nonblank:
         return None, "no rows"
@@ -117,6 +141,8 @@ def _find_header(window: list[Row], *, strict: bool, current: tuple | None = Non
                 return None, "the rows after a blank gap continue the table"
             if current is not None and row.key() == current:
                 return i, "the table's header repeated after a blank gap"
+            if pos == 0 and previous is not None and _continues(row, previous):
+                return None, "the rows after a blank gap continue the table (a value in its row-header column)"
             if _header_like(row, single, alike_ok=True) and (found := _evidence(window, i)):
                 return i, f"names over typed values in {found} column(s), after a blank gap"
             if pos >= 2 + _MAX_HEADER_ROWS - 1 or not (_title_like(row) or _header_like(row, single)):
@@ -141,6 +167,12 @@ def _find_header(window: list[Row], *, strict: bool, current: tuple | None = Non
             any(window[k].blank for k in range(wide, evidenced)):
         return wide, wide_why + ", above a gap"
     return evidenced, f"the first row of short names over typed values ({_evidence(window, evidenced)} column(s))"
+
+
+def _continues(row: Row, previous: Row) -> bool:
+    first = next((c for c, k in enumerate(row.kinds) if k), None)
+    return first is not None and row.kinds[first] == TYPED and previous.kind(first) == TYPED and \
+        first == next((c for c, k in enumerate(previous.kinds) if k), None)
 
 
 def _settle(window: list[Row], h: int) -> int:
@@ -180,6 +212,133 @@ def _header_top(window: list[Row], h: int) -> int:
     if top < h and top > 0 and not (window[top - 1].blank or _title_like(window[top - 1])):
         return h  # text written above a header, not a parent line of it
     return top
+
+
+def _line_texts(line: Row) -> list[set[str]]:
+    """Per column, the text a header line shows there (a merged cell's across its range)."""
+    texts = [{clean_header(format_value(v)).casefold()} if v is not None else set() for v in line.values]
+    for c1, c2 in line.spans:
+        if c1 < len(texts):
+            for c in range(c1 + 1, min(c2 + 1, len(texts))):
+                texts[c] |= texts[c1]
+    return texts
+
+
+def _repeats_header(row: Row, lines: list[Row]) -> bool:
+    """Every cell of `row` is what one of the header lines shows in its column: a header line again, as a
+    vertical merge filled down reads (`Public | Private` once more under `Public | Private`)."""
+    shown = [(c, clean_header(format_value(v)).casefold()) for c, v in enumerate(row.values) if v is not None]
+    if len(shown) < 2:
+        return False
+    per_line = [_line_texts(line) for line in lines]
+    return all(any(c < len(t) and text in t[c] for t in per_line) for c, text in shown)
+
+
+def _own_cells(row: Row, lines: list[Row]) -> list[tuple[int, str]]:
+    """(column, shown text) of the row's cells that do not repeat the header there (a vertical merge such
+    as `Description` filled down beside the codes)."""
+    per_line = [_line_texts(line) for line in lines]
+    out = []
+    for c, v in enumerate(row.values):
+        if v is None:
+            continue
+        text = format_value(v).strip()
+        if not any(c < len(t) and clean_header(text).casefold() in t[c] for t in per_line):
+            out.append((c, text))
+    return out
+
+
+def _code_row(row: Row, lines: list[Row]) -> bool:
+    """Three or more distinct series codes, after at most two row labels (`Quarterly | MV54 | MV55 | …`,
+    `Line | C1 | C2 | …`): identifiers of the columns, not a data row."""
+    cells = [t for _, t in _own_cells(row, lines)]
+    lead = 0
+    while lead < min(2, len(cells)) and not _is_code(cells[lead]):
+        lead += 1
+    codes = cells[lead:]
+    return (len(codes) >= 3 and len(set(codes)) == len(codes) and all(map(_is_code, codes))
+            and sum(any(ch.isdigit() for ch in c) for c in codes) > len(codes) / 2)
+
+
+def _column_numbers(row: Row, lines: list[Row]) -> bool:
+    """A row numbering the columns (`1 | 2 | 3 | 4`, or `1 | 2 | 3 | 1 | 2 | 3` under repeated groups):
+    three or more whole numbers, each one more than the last or starting again at 1."""
+    cells = _own_cells(row, lines)
+    if len(cells) < 3 or any(row.kinds[c] != TYPED for c, _ in cells):
+        return False
+    try:
+        numbers = [int(t) for _, t in cells]
+    except ValueError:
+        return False
+    return numbers[0] == 1 and all(b == a + 1 or b == 1 for a, b in zip(numbers, numbers[1:]))
+
+
+def _is_code(text: str) -> bool:
+    return bool(_CODE.fullmatch(text)) and not _PERIOD.fullmatch(text)
+
+
+def _header_tail(window: list[Row], lines: list[Row], h: int) -> tuple[list[int], list[int], list[int]]:
+    """(header lines repeated, code rows, attribute rows): indices in `window` of the rows between the header
+    ending at h and the table's first row of values that belong to the header. Blank rows among them go with
+    them. Code rows (series codes, column numbers) count only with values below them, so a table of codes
+    keeps its first row."""
+    repeated: list[int] = []
+    codes: list[int] = []
+    j = h + 1
+    while j < len(window):
+        row = window[j]
+        if row.blank:
+            j += 1
+            continue
+        if _column_numbers(row, lines) or _code_row(row, lines):
+            codes.append(j)
+        elif TYPED not in row.kinds and _repeats_header(row, lines):
+            repeated.append(j)
+        else:
+            break
+        j += 1
+    if codes and not any(TYPED in r.kinds for r in window[j:]):
+        codes = []
+    return repeated, codes, _attribute_rows(window, j)
+
+
+def _attribute_rows(window: list[Row], j: int) -> list[int]:
+    """Rows from j on that describe each column rather than hold its values, as time-series downloads lay
+    them out (ABS: `Unit | 000 Hours | …`, `Series Type`, `Series ID`; ONS: `CDID`, `Unit`): two or more
+    rows keyed by distinct short texts in the row-header column, most of them with no value beside the key
+    (`FLOW`, `Seasonally Adjusted`), over a run of dates or periods in that column. Data rows led by text
+    (`Total | NHS establishments | 600,289`) over rows led by numbers repeat their keys or hold values."""
+    rows: list[int] = []
+    column = None
+    while j < len(window) and len(rows) < _MAX_ATTRIBUTE_ROWS:
+        row = window[j]
+        first = next((c for c, k in enumerate(row.kinds) if k), None)
+        if first is None or row.kinds[first] != TEXT or row.width < 2 or (column is not None and first != column) \
+                or word_count(format_value(row.values[first])) > _ATTRIBUTE_KEY_WORDS:
+            break
+        column = first
+        rows.append(j)
+        j += 1
+    data = [r for r in window[j:] if not r.blank][:_EVIDENCE_ROWS]
+    if len(rows) < 2 or len(data) < 3 or any(r.kind(column) != TYPED for r in data):
+        return []
+    keys = [format_value(window[i].values[column]).casefold() for i in rows]
+    described = sum(TYPED not in window[i].kinds for i in rows)
+    return rows if len(set(keys)) == len(keys) and described * 2 >= len(rows) else []
+
+
+def _with_units(table: "Table", attributes: list[Row]) -> None:
+    """A column's unit from its attribute rows (`Unit | 000 Hours`) goes into its label: `Hours worked (000
+    Hours)`, so every value carries it. The other attributes (series type, IDs, dates) describe the series,
+    not a value, and are left out."""
+    for row in attributes:
+        key = format_value(next(v for v in row.values if v is not None))
+        if not _UNIT_KEY.fullmatch(key.strip()):
+            continue
+        for c, v in enumerate(row.values):
+            unit = clean_header(format_value(v)) if v is not None else ""
+            if unit and unit != key and table.named(c) and unit.casefold() not in table.headers[c].casefold():
+                table.headers[c] = f"{table.headers[c]} ({unit})"
 
 
 def _title(window: list[Row], top: int) -> tuple[str | None, int]:
@@ -297,21 +456,34 @@ def split_tables(rows: Iterator[Row], sheet: str, *, scan: int, pin: int | None 
         return
     stream = _Pushback(iter(rows))
     table: Table | None = None
+    previous: Row | None = None  # the table's last data row
     number = 0
     while True:
         window = _window(stream, scan)
         if not window:
             return
-        h, why = _find_header(window, strict=table is not None, current=table.key if table else None)
+        h, why = _find_header(window, strict=table is not None, current=table.key if table else None,
+                              previous=previous)
         if h is not None:
             h = _settle(window, h)
             top = _header_top(window, h)
             title, _ = _title(window, top)
             counts["excel_rows_above_headers"] += sum(1 for r in window[:top] if not r.blank)
             number += 1
-            table = _make_table(sheet, number, window[top:h + 1], title)
+            table, previous = _make_table(sheet, number, window[top:h + 1], title), None
             table.why = why + (f"; {h - top + 1} header lines joined" if h > top else "")
             counts["excel_tables"] += 1
+            repeated, codes, attributes = _header_tail(window, window[top:h + 1], h)
+            if repeated or codes or attributes:
+                _with_units(table, [window[i] for i in attributes])
+                counts["excel_repeated_headers_skipped"] += len(repeated)
+                counts["excel_code_rows_skipped"] += len(codes)
+                counts["excel_attribute_rows_skipped"] += len(attributes)
+                table.why += "".join([f"; {len(repeated)} header line(s) repeated below it" if repeated else "",
+                                      f"; {len(codes)} row(s) of series codes or column numbers below it"
+                                      if codes else "",
+                                      f"; {len(attributes)} row(s) of series attributes below it" if attributes else ""])
+                h = max(repeated + codes + attributes)
             stream.push(window[h + 1:])
         else:
             if table is None:
@@ -326,6 +498,7 @@ def split_tables(rows: Iterator[Row], sheet: str, *, scan: int, pin: int | None 
             if table.key is not None and row.key() == table.key:
                 counts["excel_repeated_headers_skipped"] += 1
                 continue
+            previous = row
             yield table, row
         else:
             return

@@ -43,10 +43,31 @@ def _key(name: str) -> str:
     return re.sub(r"[\W_]+", "", name.casefold())
 
 
-def render_fallback(labels: list[str], shown: list[str]) -> str:
+def render_fallback(labels: list[str], shown: list[str], names: list[bool] | None = None) -> str:
     """`Header: value; Header: value` over the non-empty cells; labels[i] names column i (an empty
-    label: the value alone)."""
-    return "; ".join(f"{labels[i]}: {s}" if labels[i] else s for i, s in enumerate(shown) if s)
+    label: the value alone). `names[i]`: cell i is text, not a value; adjacent cells under one label (a
+    header merged over them) of which one is text read as one value: `Period: 1998 Q1`, not `Period:
+    1998; Period: Q1`."""
+    return render_fields(fallback_fields(labels, shown, names))
+
+
+def fallback_fields(labels: list[str], shown: list[str], names: list[bool] | None = None) -> list[tuple[str, str, int]]:
+    """(label, value, first column) of each field `render_fallback` writes, in order."""
+    fields: list[list] = []  # [label, values, first column, last column]
+    for i, s in enumerate(shown):
+        if not s:
+            continue
+        if fields and labels[i] and fields[-1][0] == labels[i] and fields[-1][3] == i - 1 and names is not None \
+                and (names[i] or names[i - 1]):
+            fields[-1][1].append(s)
+            fields[-1][3] = i
+        else:
+            fields.append([labels[i], [s], i, i])
+    return [(label, " ".join(values), first) for label, values, first, _ in fields]
+
+
+def render_fields(fields: list[tuple]) -> str:
+    return "; ".join(f"{f[0]}: {f[1]}" if f[0] else f[1] for f in fields)
 
 
 # --- templates ----------------------------------------------------------------------------------

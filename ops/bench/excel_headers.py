@@ -3,9 +3,11 @@
 Every workbook under `../shared/data/xlsx/{stats,readxl,unstructured}` is read as an ingest reads it
 (jobs.excel.render.iter_drafts, the config's `excel:` settings; no Ray, no database) and each row is
 counted: embedded, or omitted by reason (the rule before the colon of `omit_reason`); among embedded
-rows, those with half or more of their values under a generic `Column X` label, and header rows
-embedded as data (a row with two or more text cells, none a number, in a table whose rows below
-hold numbers in most of those columns: the column names read again as a row).
+rows, those with half or more of their values under a generic `Column X` label, rows cut into parts
+to fit the embedding model's window (jobs.excel.split) and parts still over it, and header rows
+embedded as data (a row with two or more text cells and no value but a year, in a table whose rows
+below hold values in most of those columns: the column names read again as a row). Text and value are
+the reader's own kinds (jobs.excel.reader: a cell with a letter is text; `12,553`, `-`, `..` are values).
 
     python -m ops.bench.excel_headers [--config configs/local.yaml] [--json FILE] [--show N] [SET_OR_FILE ...]
 
@@ -25,15 +27,7 @@ from ops.bench import common
 
 SETS = ("stats", "readxl", "unstructured")
 _GENERIC = re.compile(r"Column [A-Z]{1,3}")
-_NUMBER = re.compile(r"[-+(]?[$£€]?\d[\d,]*(?:\.\d+)?%?\)?")
-
-
-def _numberish(cell: str) -> bool:
-    return bool(_NUMBER.fullmatch(cell.strip()))
-
-
-def _year(cell: str) -> bool:
-    return bool(re.fullmatch(r"(?:19|20)\d\d", cell.strip()))
+_YEAR = re.compile(r"(?:19|20)\d\d")
 
 
 def generic_share(draft) -> float:
@@ -45,30 +39,36 @@ def generic_share(draft) -> float:
     filled = [i for i, c in enumerate(draft.cells) if c]
     if not filled:
         return 0.0
-    labels = row_labels(draft.table, draft.cells)  # as the text shows them (a bare row header has none)
+    labels = row_labels(draft.table, draft.cells, draft.kinds)  # as the text shows them (a bare row header has none)
     return sum(1 for i in filled if _GENERIC.fullmatch(labels[i])) / len(filled)
 
 
 def header_as_data(draft, below: list) -> bool:
-    """A text-only row whose columns hold numbers in most rows of its table below it."""
-    text_cols = [i for i, c in enumerate(draft.cells) if c and not _numberish(c)]
-    if len(text_cols) < 2 or any(_numberish(c) and not _year(c) for c in draft.cells if c):
+    """A row of text (years allowed) whose columns hold values in most rows of its table below it."""
+    from jobs.excel.reader import TEXT, TYPED
+
+    filled = [(i, c, k) for i, (c, k) in enumerate(zip(draft.cells, draft.kinds)) if c]
+    text_cols = [i for i, _, k in filled if k == TEXT]
+    if len(text_cols) < 2 or any(k == TYPED and not _YEAR.fullmatch(c.strip()) for _, c, k in filled):
         return False
     rows = below[:10]
     if len(rows) < 2:
         return False
-    numeric_cols = 0
+    valued = 0
     for i in text_cols:
-        values = [r.cells[i] for r in rows if i < len(r.cells) and r.cells[i]]
-        numeric_cols += bool(values) and sum(map(_numberish, values)) >= 0.6 * len(values)
-    return numeric_cols >= max(2, 0.5 * len(text_cols))
+        kinds = [r.kinds[i] for r in rows if i < len(r.kinds) and i < len(r.cells) and r.cells[i]]
+        valued += bool(kinds) and kinds.count(TYPED) >= 0.6 * len(kinds)
+    return valued >= max(2, 0.5 * len(text_cols))
 
 
-def measure(path: Path, excel_cfg, show: int = 0) -> dict:
+def measure(path: Path, excel_cfg, show: int = 0, counter=None) -> dict:
+    """Counts for one workbook; `counter` (the embedding model's jobs.embed.tokens.TokenCounter) splits rows
+    at its window as an ingest does and counts embedded rows still over it."""
     from jobs.excel.render import iter_drafts
+    from jobs.excel.split import embed_text
 
     counts: Counter = Counter()
-    drafts = list(iter_drafts(path, str(path), excel_cfg, counts))
+    drafts = list(iter_drafts(path, str(path), excel_cfg, counts, counter=counter))
     by_table: dict[int, list] = defaultdict(list)
     for d in drafts:
         by_table[id(d.table)].append(d)
@@ -80,6 +80,9 @@ def measure(path: Path, excel_cfg, show: int = 0) -> dict:
                 out["omitted:" + d.verdict[1].split(":", 1)[0]] += 1
                 continue
             out["embedded"] += 1
+            out["split rows"] += d.part is not None and d.part[0] == 1
+            if counter is not None:
+                out["over window"] += counter.count([embed_text(d)])[0] > counter.limit
             if generic_share(d) >= 0.5:
                 out["generic"] += 1
                 if len(examples["generic"]) < show:
@@ -88,7 +91,8 @@ def measure(path: Path, excel_cfg, show: int = 0) -> dict:
                 out["header_as_data"] += 1
                 if len(examples["header_as_data"]) < show:
                     examples["header_as_data"].append(f"{d.sheet}!{d.row}: {d.text[:160]}")
-    return {"rows": len(drafts), **dict(out), "examples": dict(examples)}
+    rows = sum(1 for d in drafts if d.part is None or d.part[0] == 1)  # a row cut into parts is one row
+    return {"rows": rows, **dict(out), "examples": dict(examples)}
 
 
 def workbooks(targets: list[str]) -> list[Path]:
@@ -102,8 +106,8 @@ def workbooks(targets: list[str]) -> list[Path]:
 
 def table(results: dict[str, dict]) -> str:
     reasons = sorted({k for r in results.values() for k in r if k.startswith("omitted:")})
-    head = ["workbook", "rows", "embedded", *(k.split(":", 1)[1] for k in reasons), "generic ≥ half", "share",
-            "header as data"]
+    head = ["workbook", "rows", "embedded chunks", *(k.split(":", 1)[1] for k in reasons), "generic ≥ half", "share",
+            "header as data", "split rows", "over window"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     total = Counter()
     for name, r in results.items():
@@ -117,7 +121,7 @@ def _line(name: str, r, reasons: list[str]) -> str:
     emb = r.get("embedded", 0)
     share = f"{100 * r.get('generic', 0) / emb:.1f} %" if emb else "—"
     cells = [name, r.get("rows", 0), emb, *(r.get(k, 0) for k in reasons), r.get("generic", 0), share,
-             r.get("header_as_data", 0)]
+             r.get("header_as_data", 0), r.get("split rows", 0), r.get("over window", 0)]
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
@@ -131,12 +135,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--show", type=int, default=0, metavar="N")
     args = ap.parse_args(argv)
     cfg = load_config(args.config)
+    from jobs.embed.tokens import token_counter
+
+    counter = token_counter(cfg.embedding.model)
     results = {}
     paths = workbooks(args.targets)
     for n, path in enumerate(paths, 1):
         print(f"[{n}/{len(paths)}] {path.name}", file=sys.stderr, flush=True)
         try:
-            results[f"{path.parent.name}/{path.name}"] = measure(path, cfg.excel, args.show)
+            results[f"{path.parent.name}/{path.name}"] = measure(path, cfg.excel, args.show, counter)
         except Exception as exc:  # a workbook the reader rejects is a row of the table, not the end of it
             results[f"{path.parent.name}/{path.name}"] = {"rows": 0, "error": f"{type(exc).__name__}: {exc}"}
     print(table(results))

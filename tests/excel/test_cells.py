@@ -28,3 +28,16 @@ def test_missing_value_marks_are_no_values_and_dashes_only_name_nothing():
     assert all(is_missing(m) for m in ("..", "N/A", "[x]", "[c]", "np", " .. "))
     assert not is_missing("x") and not is_missing("0") and not is_missing("-")  # `x | y`; a dash is nil
     assert is_missing("—", dashes=True) and clean_header("N/A") == "" and clean_header("-") == ""
+
+
+def test_dot_leaders_leave_labels_and_dots_alone_stay_missing_marks():
+    assert clean_text("December . . . . . . .") == "December" and clean_text("Total.........") == "Total"
+    assert clean_text("Coal……") == "Coal" and clean_text("Coke . . . . 12") == "Coke 12"
+    assert clean_text("...") == "..." and is_missing(clean_text("..")) and clean_text("1.5") == "1.5"
+    assert clean_text("e.g. this") == "e.g. this"
+
+
+def test_a_label_written_as_a_path_with_semicolons_reads_as_levels():
+    # ABS time series: `Quarterly hours worked in all jobs ;  Market ;  > Mining ;`
+    assert clean_header("Quarterly hours worked in all jobs ;  Market ;  > Mining ;") == (
+        "Quarterly hours worked in all jobs › Market › Mining")

@@ -157,9 +157,11 @@ def test_three_header_lines_over_merged_groups_unit_signs_and_a_blank_corner(pla
 
 def test_a_line_of_years_over_a_line_of_one_status_is_a_two_line_header(plain):
     # HM Treasury PESA 4.2: `1998-99 | 1999-00 | …` (years alone) over `outturn | outturn | …`.
+    # Each row's 24 years run past the model's window, so each is cut in two (jobs.excel.split).
     rows = chunks(STATS / "pesa-4-2.xlsx", plain)
-    assert [r["row"] for r in rows] == [7, 8, 9]
+    assert [r["row"] for r in rows] == [7, 7, 8, 8, 9, 9]
     assert rows[0]["text"].startswith("1. General public services; 1998-99 › outturn: 46.3; 1999-00 › outturn: 44.1;")
+    assert rows[1]["text"].startswith("1. General public services; ") and "2021-22 › outturn: 108.6" in rows[1]["text"]
 
 
 def test_age_bands_named_by_numbers_head_their_columns(plain):
@@ -182,3 +184,50 @@ def test_rows_with_no_header_for_their_values_are_omitted_unless_pinned_headerle
     assert [r["omit_reason"] for r in chunks(path, pinned)] == [None] * 3
     off = plain.model_copy(update={"no_header_ratio": None})
     assert [r["omit_reason"] for r in chunks(path, off)] == [None] * 3
+
+
+def test_a_header_line_filled_down_and_a_row_of_series_codes_are_header_not_data(plain):
+    # ONS Output in the Construction Industry, Table 1a: four header lines (the third and fourth filled down
+    # from vertical merges), then a row of CDID series codes (`MV36 | MV37 | …`), then the years.
+    rows = chunks(STATS / "construction-table-1a.xlsx", plain)
+    assert [r["row"] for r in rows] == [11, 12, 13, 14]
+    assert rows[0]["text"].startswith(
+        "Period: 1997; New Housing › Public: 35.7; New Housing › Private: 46.9; Total Housing: 45.3; "
+        "Other New Work › Infrastruc-ture: 63.1; Other New Work › Excluding Infrastructure › Public: 56.5;")
+    assert not any("MV36" in r["text"] for r in rows)
+    # The index base above the header (`2018=100`) is its units line: it goes out with every row.
+    assert rows[0]["breadcrumb"].endswith("Table 1a › 2018=100")
+    stats = json.loads(rows[0]["doc_stats"])
+    assert stats["excel_code_rows_skipped"] == 1 and stats["excel_repeated_headers_skipped"] == 1
+
+
+def test_time_series_attribute_rows_give_each_column_its_unit_and_are_no_rows(plain):
+    # ABS 6202.0 Table 21 (Data1): series descriptions, then nine rows keyed Unit, Series Type, … Series ID
+    # above the quarters.
+    rows = chunks(STATS / "abs-6202-data1.xlsx", plain)
+    assert [r["row"] for r in rows] == [11, 12, 13, 14]
+    assert rows[0]["text"].startswith("Dec-1984; Quarterly hours worked in all jobs (000 Hours): 2923556.5; "
+                                      "Quarterly hours worked in all jobs › Market (000 Hours): 2359941.4;")
+    assert not any("Seasonally Adjusted" in r["text"] or "A84426298K" in r["text"] for r in rows)
+    assert json.loads(rows[0]["doc_stats"])["excel_attribute_rows_skipped"] == 9
+
+
+def test_rows_led_by_repeated_text_above_rows_led_by_numbers_stay_data(tmp_path, plain):
+    # ONS birth characteristics, table 17's shape: `Total` rows first, then rows per number of children.
+    path = book(tmp_path / "births.xlsx", {"17": [
+        ["Previous children", "Place of birth", "All ages", "Under 20"],
+        ["Total", "Total", 619806, 14017], ["Total", "NHS establishments", 600289, 13547],
+        [0, "Total", 5200, 300], [0, "NHS establishments", 5100, 290], [1, "Total", 4100, 120]]})
+    rows = chunks(path, plain)
+    assert [r["row"] for r in rows] == [2, 3, 4, 5, 6]
+    assert rows[0]["text"] == "Previous children: Total; Place of birth: Total; All ages: 619806; Under 20: 14017"
+
+
+def test_unnamed_text_columns_before_the_values_go_out_bare_and_dot_leaders_go(tmp_path, plain):
+    # ONS trade in services: `NUTS1 area | (blank) | Manufacturing | …` over `North East | Imports | 558 | …`.
+    path = book(tmp_path / "trade.xlsx", {"1": [
+        ["NUTS1 area", None, "Manufacturing", "Mining"],
+        ["North East . . . . . .", "Imports", 558, 404], ["North East", "Exports", 612, 380]]})
+    rows = chunks(path, plain)
+    assert [r["text"] for r in rows] == ["NUTS1 area: North East; Imports; Manufacturing: 558; Mining: 404",
+                                         "NUTS1 area: North East; Exports; Manufacturing: 612; Mining: 380"]

@@ -156,3 +156,10 @@ def test_excel_stage_uses_a_template_and_tags_it(tmp_path):
     assert rows[0]["heading_path"] == ["passes.xlsx", "Passes", "Mountain passes of the Sierra Nevada"]
     assert rows[0]["embed_text"] == ("passes.xlsx › Passes › Mountain passes of the Sierra Nevada\n\n"
                                      "The Tioga pass is in California, connecting Yosemite Valley and Mono Lake, at 3,031 m.")
+
+
+def test_fallback_reads_cells_under_one_merged_label_as_one_value_when_one_is_text():
+    labels = ["Period", "Period", "Public", "Public"]
+    assert render_fallback(labels, ["1998", "Q1", "4.4", "5.0"], [False, True, False, False]) == (
+        "Period: 1998 Q1; Public: 4.4; Public: 5.0")
+    assert render_fallback(labels, ["1998", "Q1", "4.4", "5.0"]) == "Period: 1998; Period: Q1; Public: 4.4; Public: 5.0"

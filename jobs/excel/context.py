@@ -1,0 +1,106 @@
+"""What a table's earlier rows tell a row: the labels a published table writes once per group.
+
+Statistics tables name a group on its first row only (`England and Wales | Male | 2001 | …` over
+`| | 2002 | …`; `1997 | Q1` over `| Q2`) and head runs of rows with a section line (`household
+composition` over `couple under 60 | 13.7 | …`, where the header leaves the row-header column
+unnamed). A row embedded alone must carry both: the blank cells before a row's first value take the
+values above them, and a section line goes in front of the row label of every row under it. Only a
+row's leading cells are carried — the first and the text cells right after it, its own names, when
+they are text or a year — never a value cell; only into a row whose other cells are of the kinds
+above them (a note written across a table's last rows is no group row); and never in a table
+without a header (a blank there says nothing about the rows above).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Callable
+
+from jobs.chunks.quality import word_count
+from jobs.excel.cells import SEPARATOR
+from jobs.excel.formats import format_value
+from jobs.excel.reader import TEXT, Row
+from jobs.excel.tables import year_like
+
+__all__ = ["RowContext", "with_section"]
+
+_SECTION_WORDS = 12  # a section line is a label; a longer lone cell is a note
+# A lone cell that is a footnote, not a section: `(a) Includes …`, `[note 3]`, `* …`, `1. …`, `Source: …`
+_FOOTNOTE = re.compile(r"\s*(?:\(\w{1,3}\)|\[|[*†‡]|\d{1,2}[.)]\s|(?:notes?|sources?|footnotes?)\b)", re.I)
+_SAME_KINDS = 0.8  # a row whose blank leading cells are a group's: its other cells are of the kinds above
+
+
+class RowContext:
+    """The carried labels of one table, fed its rows in order."""
+
+    def __init__(self, enabled: bool, named: Callable[[int], bool] = lambda c: True, counts: Counter | None = None):
+        self.enabled = enabled
+        self.counts = counts if counts is not None else Counter()
+        self.named = named  # does the header name column c
+        self.above: dict[int, tuple] = {}  # column -> (value, number format) of the last row-header cell there
+        self.section: str | None = None
+        self.lead: int | None = None  # the table's row-header column: where its rows start
+        self.kinds: list[int] = []  # the last data row's cell kinds
+
+    def apply(self, row: Row) -> tuple[Row, str | None]:
+        """(the row with its group labels filled in, the section heading it or None)."""
+        if not self.enabled:
+            return row, None
+        filled = [c for c, k in enumerate(row.kinds) if k]
+        if not filled:
+            return row, None
+        first = filled[0]
+        if self._section_line(row, filled):
+            self.section, self.above = format_value(row.values[first]), {}
+            self.counts["excel_section_lines"] += 1
+            return row, None
+        if len(filled) < 2:
+            return row, self.section
+        values, formats = list(row.values), list(row.formats)
+        if self._continues(row, filled):
+            for c in range(first):
+                if c in self.above and values[c] is None:
+                    values[c], formats[c] = self.above[c]
+        if values != row.values:
+            row = Row(row.number, values, formats, row.spans)
+            self.counts["excel_rows_given_group_labels"] += 1
+            first = next(c for c, k in enumerate(row.kinds) if k)
+        self.lead = first if self.lead is None else min(self.lead, first)
+        self.kinds = list(row.kinds)
+        self.above = {}
+        for c in range(first, len(row.values)):
+            if row.kinds[c] == 0:
+                continue
+            if c > first and row.kinds[c] != TEXT:
+                break
+            if row.kinds[c] == TEXT or year_like(row.values[c]):
+                self.above[c] = (row.values[c], row.formats[c])
+        return row, self.section
+
+    def _continues(self, row: Row, filled: list[int]) -> bool:
+        """Does the row go on the pattern of the one above, cell kind for cell kind (most of them): a note
+        written across a table's last rows (`at the | bottom,` under names and ages) does not."""
+        same = sum(1 for c in filled if c < len(self.kinds) and self.kinds[c] == row.kinds[c])
+        return same >= _SAME_KINDS * len(filled)
+
+    def _section_line(self, row: Row, filled: list[int]) -> bool:
+        """A lone short text in the row-header column, where the header leaves that column unnamed (as
+        published tables do; a named column's lone value is a row with its other cells empty)."""
+        c = filled[0]
+        return (len(filled) == 1 and row.kinds[c] == TEXT and (self.lead is None or c <= self.lead)
+                and not self.named(c) and word_count(format_value(row.values[c])) <= _SECTION_WORDS
+                and not _FOOTNOTE.match(format_value(row.values[c])))
+
+
+def with_section(cells: list[str], section: str | None) -> list[str]:
+    """The row's cells with its section in front of its first (its label): `household composition ›
+    couple under 60`."""
+    if not section:
+        return cells
+    first = next((i for i, c in enumerate(cells) if c), None)
+    if first is None or cells[first].casefold().startswith(section.casefold()):
+        return cells
+    out = list(cells)
+    out[first] = f"{section}{SEPARATOR}{cells[first]}"
+    return out

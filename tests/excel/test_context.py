@@ -1,0 +1,55 @@
+"""jobs.excel.context: group labels given once and section lines go with every row they label."""
+
+import json
+
+from tests.excel.conftest import READXL, book, chunks
+
+
+def test_a_group_label_given_on_its_first_row_goes_with_the_rows_below(tmp_path, plain):
+    # ONS deaths from forces of nature, Table 2's shape: country and sex on a group's first row only.
+    path = book(tmp_path / "deaths.xlsx", {"Table 2": [
+        ["Country", "Sex", "Registration Year", "Deaths"],
+        ["England and Wales", "Male", 2001, 64], [None, None, 2002, 52],
+        ["Wales", "Female", 2001, 3], [None, None, 2002, 1]]})
+    rows = chunks(path, plain)
+    assert json.loads(rows[0]["doc_stats"])["excel_rows_given_group_labels"] == 2
+    assert [r["text"] for r in rows] == [
+        "Country: England and Wales; Sex: Male; Registration Year: 2001; Deaths: 64",
+        "Country: England and Wales; Sex: Male; Registration Year: 2002; Deaths: 52",
+        "Country: Wales; Sex: Female; Registration Year: 2001; Deaths: 3",
+        "Country: Wales; Sex: Female; Registration Year: 2002; Deaths: 1"]
+
+
+def test_a_year_given_once_over_its_quarters_goes_with_each_quarter(tmp_path, plain):
+    # ONS construction output, Table 3a's quarterly block: `1997 | Q1 | …` then `| Q2 | …`.
+    path = book(tmp_path / "quarters.xlsx", {"3a": [
+        ["Year", "Quarter", "Public", "Private"],
+        [1997, "Q1", 6.7, 0.5], [None, "Q2", 3.3, 2.7], [1998, "Q1", -4.4, -7.9]]})
+    texts = [r["text"] for r in chunks(path, plain)]
+    assert texts[1] == "Year: 1997; Quarter: Q2; Public: 3.3; Private: 2.7"
+
+
+def test_section_lines_head_the_rows_under_them_and_footnotes_do_not(tmp_path, plain):
+    # English Housing Survey DA3203's shape: an unnamed row-header column, section lines in it.
+    path = book(tmp_path / "ehs.xlsx", {"2020": [
+        [None, "non-decent", "households (000s)"],
+        ["household composition", None, None],
+        ["couple under 60", 13.7, 4098], ["couple 60 or over", 13.5, 4095],
+        ["age of oldest person", None, None],
+        ["under 60 years", 14.9, 14386],
+        ["(a) Includes blank responses", None, None],
+        ["all households", 14.1, 23868]]})
+    rows = chunks(path, plain)
+    assert json.loads(rows[0]["doc_stats"])["excel_section_lines"] == 2
+    texts = {r["row"]: r["text"] for r in rows if r["omit_reason"] is None}
+    assert texts[3] == "household composition › couple under 60; non-decent: 13.7; households (000s): 4098"
+    assert texts[6] == "age of oldest person › under 60 years; non-decent: 14.9; households (000s): 14386"
+    assert "Includes blank responses" not in texts[8]  # a footnote is no section
+
+
+def test_tidy_tables_carry_nothing_into_their_blank_cells(plain):
+    # readxl deaths.xlsx: notes written across the last rows of a table of people are no group rows,
+    # and a named first column's lone value (type-me) heads nothing.
+    rows = chunks(READXL / "deaths.xlsx", plain)
+    assert not any(r["omit_reason"] is None and "at the" in r["text"] for r in rows)
+    assert not any(" › " in r["text"] for r in rows)
