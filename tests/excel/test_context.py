@@ -2,7 +2,7 @@
 
 import json
 
-from tests.excel.conftest import READXL, book, chunks
+from tests.excel.conftest import READXL, STATS, book, chunks
 
 
 def test_a_group_label_given_on_its_first_row_goes_with_the_rows_below(tmp_path, plain):
@@ -53,3 +53,19 @@ def test_tidy_tables_carry_nothing_into_their_blank_cells(plain):
     rows = chunks(READXL / "deaths.xlsx", plain)
     assert not any(r["omit_reason"] is None and "at the" in r["text"] for r in rows)
     assert not any(" › " in r["text"] for r in rows)
+
+
+# Slices of published tables (tests/data/xlsx/stats/LICENSE.md).
+
+def test_ons_country_and_sex_given_once_reach_every_year(plain):
+    rows = chunks(STATS / "ons-disaster-deaths-table2.xlsx", plain)
+    assert [r["row"] for r in rows] == list(range(11, 17))
+    assert all(r["text"].startswith("Country: England and Wales; Sex: Male; Registration Year: ") for r in rows)
+    assert rows[1]["text"].startswith("Country: England and Wales; Sex: Male; Registration Year: 2002; Deaths: 52;")
+
+
+def test_english_housing_survey_sections_head_their_rows(plain):
+    rows = {r["row"]: r for r in chunks(STATS / "ehs-households-2020.xlsx", plain)}
+    assert rows[8]["text"].startswith("household composition › couple under 60; non-decent: 13.7;")
+    assert rows[17]["text"].startswith("income groups › 1st quintile (lowest); non-decent: 19.7;")
+    assert rows[10]["omit_reason"].startswith("min_fields")  # the section line itself is no row

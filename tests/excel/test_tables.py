@@ -162,6 +162,7 @@ def test_a_line_of_years_over_a_line_of_one_status_is_a_two_line_header(plain):
     assert [r["row"] for r in rows] == [7, 7, 8, 8, 9, 9]
     assert rows[0]["text"].startswith("1. General public services; 1998-99 › outturn: 46.3; 1999-00 › outturn: 44.1;")
     assert rows[1]["text"].startswith("1. General public services; ") and "2021-22 › outturn: 108.6" in rows[1]["text"]
+    assert rows[0]["breadcrumb"].endswith("4_2 › £ billion: accruals basis")  # the units line, with every row
 
 
 def test_age_bands_named_by_numbers_head_their_columns(plain):
