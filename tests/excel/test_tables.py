@@ -232,3 +232,13 @@ def test_unnamed_text_columns_before_the_values_go_out_bare_and_dot_leaders_go(t
     rows = chunks(path, plain)
     assert [r["text"] for r in rows] == ["NUTS1 area: North East; Imports; Manufacturing: 558; Mining: 404",
                                          "NUTS1 area: North East; Exports; Manufacturing: 612; Mining: 380"]
+
+
+def test_a_header_repeated_inside_the_data_is_never_a_row(tmp_path, plain):
+    # Printed tables repeat their header at each page break.
+    head = ["Area", "Year", "Deaths"]
+    path = book(tmp_path / "paged.xlsx", {"T": [head, ["Wales", 2001, 3], ["Wales", 2002, 1], head,
+                                                ["Scotland", 2001, 7]]})
+    rows = chunks(path, plain)
+    assert [r["row"] for r in rows] == [2, 3, 5] and rows[2]["text"] == "Area: Scotland; Year: 2001; Deaths: 7"
+    assert json.loads(rows[0]["doc_stats"])["excel_repeated_headers_skipped"] == 1

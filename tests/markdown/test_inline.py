@@ -19,18 +19,15 @@ def test_markup_is_rendered(source, seen):
     assert render_inline(source) == seen
 
 
-@pytest.mark.parametrize("content", [
-    "Returns a List<T> of <CommonParameters> values",   # no HTML tags: words of the text
-    "Download it from <https://github.com/PowerShell/PowerShell>",  # a URL the reader sees
-    "See https://gohugo.io/commands for the list",
-    "A type literal: [string]$Name, and [int[]]",       # brackets that are no link
+@pytest.mark.parametrize("content, kept", [
+    ("Returns a List<T> of <CommonParameters> values", ["List<T>", "<CommonParameters>"]),  # words, no HTML tags
+    ("Download it from <https://github.com/PowerShell/PowerShell>", ["https://github.com/PowerShell/PowerShell"]),
+    ("See https://gohugo.io/commands for the list", ["https://gohugo.io/commands"]),  # a URL the reader sees
+    ("A type literal: [string]$Name, and [int[]]", ["[string]$Name,", "[int[]]"]),  # brackets that are no link
 ])
-def test_what_a_reader_sees_stays(content):
+def test_what_a_reader_sees_stays(content, kept):
     rendered = render_inline(content)
-    for word in ("List<T>", "<CommonParameters>", "https://github.com/PowerShell/PowerShell", "https://gohugo.io/commands",
-                 "[string]$Name,"):
-        if word in content:
-            assert word in rendered
+    assert [word for word in kept if word not in rendered] == []
 
 
 def test_list_items_keep_their_depth_and_plain_text_is_untouched():
