@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from jobs.checks.distribution import length_summary
 from jobs.store.sink import SinkStats
 
 
-def _histogram(values: list[int], edges: list[int]) -> dict[str, int]:
+def _histogram(tally: Counter, edges: list[int]) -> dict[str, int]:
     out = {}
     for lo, hi in zip(edges, edges[1:] + [None]):
         key = f"{lo}-{hi - 1}" if hi else f"{lo}+"
-        out[key] = sum(1 for v in values if v >= lo and (hi is None or v < hi))
+        out[key] = sum(n for v, n in tally.items() if v >= lo and (hi is None or v < hi))
     return out
 
 

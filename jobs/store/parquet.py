@@ -161,18 +161,19 @@ def fetch_run(location: str, storage: StorageOptions | None, staging: Path) -> P
     return staging
 
 
-def iter_parts(run_dir: Path | str, storage: StorageOptions | None = None) -> Iterator[pa.Table]:
-    """A run directory's chunk parts one at a time, in write order (local or in an object store). Only
-    named parts: a run killed mid-write can leave a `.parquet.tmp` behind."""
+def iter_parts(run_dir: Path | str, storage: StorageOptions | None = None,
+               columns: list[str] | None = None) -> Iterator[pa.Table]:
+    """A run directory's chunk parts one at a time, in write order (local or in an object store), whole or
+    only `columns`. Only named parts: a run killed mid-write can leave a `.parquet.tmp` behind."""
     if is_remote(run_dir):
         loc = locate(str(run_dir), storage)
         names = loc.fs.ls(f"{loc.path}/chunks", detail=False) if loc.fs.exists(f"{loc.path}/chunks") else []
         for p in sorted(n for n in names if n.endswith(".parquet")):
             with loc.fs.open(p, "rb") as f:
-                yield pq.read_table(f)
+                yield pq.read_table(f, columns=columns)
         return
     for p in sorted((Path(run_dir) / "chunks").glob("part-*.parquet")):
-        yield pq.read_table(p)
+        yield pq.read_table(p, columns=columns)
 
 
 def read_chunks(run_dir: Path | str, storage: StorageOptions | None = None) -> pa.Table:

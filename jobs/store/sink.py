@@ -47,8 +47,9 @@ class SinkStats:
     omit_reasons: Counter = field(default_factory=Counter)
     by_source_type: Counter = field(default_factory=Counter)
     text_changes: Counter = field(default_factory=Counter)  # normalization, dedupe, merges (doc_stats)
-    tokens: list[int] = field(default_factory=list)  # of embedded chunks
-    words: list[int] = field(default_factory=list)
+    # Tokens and words of embedded chunks, tallied (value -> chunks): as big as the distinct values, not the run.
+    tokens: Counter = field(default_factory=Counter)
+    words: Counter = field(default_factory=Counter)
     failures: list[dict] = field(default_factory=list)
     seen: set = field(default_factory=set)
     duplicate_rows: int = 0  # rows that arrived twice (dropped: each seq commits once)
@@ -150,8 +151,8 @@ class DocumentSink:
                 self.stats.omitted += 1
                 self.stats.omit_reasons[c["omit_reason"].split(":")[0]] += 1
             else:
-                self.stats.tokens.append(c["token_count"])
-                self.stats.words.append(c["word_count"])
+                self.stats.tokens[c["token_count"]] += 1
+                self.stats.words[c["word_count"]] += 1
 
     def record_lost(self, planned: list[dict]) -> None:
         """Documents the pipeline never returned (it should not happen; if it does, say so and retry them)."""

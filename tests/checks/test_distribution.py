@@ -10,3 +10,15 @@ def test_distribution_of_counts():
 
 def test_an_empty_distribution_has_only_its_count():
     assert distribution([]) == {"n": 0, "min": None, "median": None, "mean": None, "p95": None, "max": None}
+
+
+def test_a_tally_gives_the_distribution_of_the_values_it_stands_for():
+    # The sink tallies token and word counts (value -> chunks) so its memory does not grow with the run.
+    import random
+    from collections import Counter
+
+    rng = random.Random(7)
+    for _ in range(200):
+        values = [rng.randint(0, 300) for _ in range(rng.randint(1, 40))]
+        assert distribution(Counter(values)) == distribution(values)
+    assert distribution(Counter({5: 0})) == distribution([])
