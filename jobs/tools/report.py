@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import base64
 import csv
+import hashlib
+import heapq
 import io
 import json
-import random
 import statistics
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -24,7 +25,6 @@ import matplotlib
 matplotlib.use("Agg")  # report machines have no display; must precede the pyplot import
 
 import matplotlib.pyplot as plt  # noqa: E402
-import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 from jinja2 import Environment, FileSystemLoader, StrictUndefined  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
@@ -38,6 +38,7 @@ QUALITY_ORDER = ("ok", "short", "fragment", "too_long", "context_dead")
 HEADING_SEP = " › "
 PREVIEW_CHARS = 300
 HTML_FLAGGED_ROWS = 50
+_BATCH_ROWS = 10_000  # rows of a part read at a time
 NO_TAG = "(none)"
 
 _QUALITY_COLOURS = {"ok": "#2e7d32", "short": "#f9a825", "fragment": "#ef6c00", "too_long": "#6a1b9a",
@@ -46,23 +47,90 @@ _SOURCE_COLOURS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#17becf"]
 
 
 @dataclass
-class _Chunks:
-    """Column lists of the run's chunks, ordered by (source_path, seq) so every artifact reads in document order."""
+class _Tally:
+    """Chunks of one group: how many, how many omitted, and their tokens and words tallied (value -> chunks)."""
 
-    chunk_id: list[str]
-    source_path: list[str]
-    source_type: list[str]
-    heading_path: list[list[str]]
-    text: list[str]
-    tags: list[list[str]]
-    token_count: list[int]
-    word_count: list[int]
-    quality: list[str]
-    omitted: list[bool]
-    omit_reason: list[str | None]
+    chunks: int = 0
+    omitted: int = 0
+    tokens: Counter = field(default_factory=Counter)
+    words: Counter = field(default_factory=Counter)
+
+    def add(self, tokens: int, words: int, omitted: bool) -> None:
+        self.chunks += 1
+        self.omitted += omitted
+        self.tokens[tokens] += 1
+        self.words[words] += 1
+
+    def summary(self) -> dict:
+        return {"chunks": self.chunks, "embedded": self.chunks - self.omitted, "omitted": self.omitted,
+                **length_summary(self.tokens, self.words)}
+
+
+@dataclass
+class _Scan:
+    """What the report needs of a run's chunks, gathered in one pass over its Parquet, a batch at a time:
+    tallies whose size follows the distinct values (token counts, tags, files), the sample (a bounded
+    heap) and the flagged chunks with the start of their text — never the run's texts."""
+
+    sample_size: int
+    seed: int
+    totals: _Tally = field(default_factory=_Tally)
+    quality: Counter = field(default_factory=Counter)
+    quality_omitted: Counter = field(default_factory=Counter)
+    per_file: Counter = field(default_factory=Counter)
+    by_source_type: dict = field(default_factory=lambda: defaultdict(_Tally))
+    by_tag: dict = field(default_factory=lambda: defaultdict(_Tally))
+    omit_reasons: Counter = field(default_factory=Counter)
+    embedded_tokens: dict = field(default_factory=lambda: defaultdict(Counter))  # source type -> token tally
+    flagged: list = field(default_factory=list)
+    _heap: list = field(default_factory=list)  # (-draw, chunk_id, row): the sample_size smallest draws kept
 
     def __len__(self) -> int:
-        return len(self.chunk_id)
+        return self.totals.chunks
+
+    def add(self, r: dict) -> None:
+        path, st = r["source_path"] or "", r["source_type"] or "unknown"
+        tokens, words, quality, omitted = r["token_count"] or 0, r["word_count"] or 0, r["quality"] or "unknown", \
+            bool(r["omitted"])
+        self.totals.add(tokens, words, omitted)
+        self.quality[quality] += 1
+        self.quality_omitted[quality] += omitted
+        self.per_file[path] += 1
+        self.by_source_type[st].add(tokens, words, omitted)
+        for tag in r["tags"] or [NO_TAG]:
+            self.by_tag[tag].add(tokens, words, omitted)
+        if omitted:
+            self.omit_reasons[_reason(r["omit_reason"])] += 1
+        else:
+            self.embedded_tokens[st][tokens] += 1
+            self._draw(r, path, tokens, quality)
+        if quality != "ok" or omitted:
+            self.flagged.append({"chunk_id": r["chunk_id"], "source_path": path, "heading_path": r["heading_path"] or [],
+                                 "quality": quality, "omitted": omitted, "omit_reason": r["omit_reason"],
+                                 "token_count": tokens, "word_count": words,
+                                 "text_preview": (r["text"] or "")[:PREVIEW_CHARS], "_seq": r["seq"]})
+
+    def _draw(self, r: dict, path: str, tokens: int, quality: str) -> None:
+        """A seeded draw per chunk, from its id alone: the same seed samples the same chunks whatever order
+        the parts hold them in, and only sample_size of them are ever held."""
+        if self.sample_size <= 0:
+            return
+        digest = hashlib.blake2b(f"{self.seed}:{r['chunk_id']}".encode(), digest_size=8).digest()
+        item = (-int.from_bytes(digest, "big"), r["chunk_id"],
+                {"chunk_id": r["chunk_id"], "source_path": path, "heading_path": r["heading_path"] or [],
+                 "quality": quality, "token_count": tokens, "text": r["text"] or "", "_seq": r["seq"]})
+        if len(self._heap) < self.sample_size:
+            heapq.heappush(self._heap, item)
+        elif item[:2] > self._heap[0][:2]:
+            heapq.heapreplace(self._heap, item)
+
+    def sample(self) -> list[dict]:
+        return _in_document_order([row for _, _, row in self._heap])
+
+
+def _in_document_order(rows: list[dict]) -> list[dict]:
+    ordered = sorted(rows, key=lambda r: (r["source_path"], r["_seq"] if r["_seq"] is not None else -1, r["chunk_id"]))
+    return [{k: v for k, v in r.items() if k != "_seq"} for r in ordered]
 
 
 def write_report(run_dir: Path, sample_size: int = 20, seed: int = 0) -> dict[str, Path]:
@@ -75,12 +143,12 @@ def write_report(run_dir: Path, sample_size: int = 20, seed: int = 0) -> dict[st
     qa_dir.mkdir(parents=True, exist_ok=True)
     run_info = _read_json(run_dir / "run.json")
     metrics = _read_json(qa_dir / "metrics.json")
-    chunks = _read_chunks(run_dir / "chunks")
+    chunks = _scan(run_dir / "chunks", sample_size, seed)
     failures = _read_failures(run_dir / "errors.parquet", metrics)
 
     breakdown = build_breakdown(chunks)
-    sample = build_sample(chunks, sample_size, seed)
-    flagged = build_flagged(chunks)
+    sample = chunks.sample()
+    flagged = _in_document_order(chunks.flagged)
     limit = token_limit(metrics, run_info)
 
     written: dict[str, Path] = {}
@@ -115,29 +183,15 @@ def _read_json(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _read_chunks(chunks_dir: Path) -> _Chunks:
+def _scan(chunks_dir: Path, sample_size: int, seed: int) -> _Scan:
     # Named parts only: a run killed mid-write can leave a `.parquet.tmp` that a whole-directory read would pick up.
     parts = sorted(chunks_dir.glob("part-*.parquet")) if chunks_dir.is_dir() else []
-    tables = [pq.read_table(p, columns=_COLUMNS) for p in parts]
-    tables = [t for t in tables if t.num_rows]
-    if not tables:
-        return _Chunks(*([] for _ in range(11)))
-    table = pa.concat_tables(tables).sort_by([("source_path", "ascending"), ("seq", "ascending"),
-                                               ("chunk_id", "ascending")])
-    col = {name: table.column(name).to_pylist() for name in _COLUMNS}
-    return _Chunks(
-        chunk_id=col["chunk_id"],
-        source_path=[p or "" for p in col["source_path"]],
-        source_type=[t or "unknown" for t in col["source_type"]],
-        heading_path=[h or [] for h in col["heading_path"]],
-        text=[t or "" for t in col["text"]],
-        tags=[t or [] for t in col["tags"]],
-        token_count=[t or 0 for t in col["token_count"]],
-        word_count=[w or 0 for w in col["word_count"]],
-        quality=[q or "unknown" for q in col["quality"]],
-        omitted=[bool(o) for o in col["omitted"]],
-        omit_reason=col["omit_reason"],
-    )
+    scan = _Scan(sample_size, seed)
+    for p in parts:
+        for batch in pq.ParquetFile(p).iter_batches(batch_size=_BATCH_ROWS, columns=_COLUMNS):
+            for r in batch.to_pylist():
+                scan.add(r)
+    return scan
 
 
 def _read_failures(path: Path, metrics: dict) -> list[dict]:
@@ -168,17 +222,8 @@ def token_limit(metrics: dict, run_info: dict) -> tuple[int, str] | None:
 
 # ---------------------------------------------------------------------------------------------- tables
 
-def _group(chunks: _Chunks, keys_of) -> dict[str, dict]:
-    members: dict[str, list[int]] = defaultdict(list)
-    for i in range(len(chunks)):
-        for key in keys_of(i):
-            members[key].append(i)
-    out = {}
-    for key, idx in sorted(members.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        omitted = sum(chunks.omitted[i] for i in idx)
-        out[key] = {"chunks": len(idx), "embedded": len(idx) - omitted, "omitted": omitted,
-                    **length_summary([chunks.token_count[i] for i in idx], [chunks.word_count[i] for i in idx])}
-    return out
+def _groups(tallies: dict) -> dict[str, dict]:
+    return {key: t.summary() for key, t in sorted(tallies.items(), key=lambda kv: (-kv[1].chunks, kv[0]))}
 
 
 def _reason(reason: str | None) -> str:
@@ -186,52 +231,26 @@ def _reason(reason: str | None) -> str:
     return (reason or "unspecified").split(":", 1)[0].strip() or "unspecified"
 
 
-def build_breakdown(chunks: _Chunks) -> dict:
+def build_breakdown(chunks: _Scan) -> dict:
     """Counts and token/word statistics over all chunks (omitted ones included), by source type and structural tag.
 
     A chunk carries several tags (h2 and p and list...), so it counts once under each of them.
     """
-    n = len(chunks)
-    omitted = sum(chunks.omitted)
-    quality = Counter(chunks.quality)
-    quality_omitted = Counter(q for q, o in zip(chunks.quality, chunks.omitted) if o)
+    quality, quality_omitted = chunks.quality, chunks.quality_omitted
     order = [q for q in QUALITY_ORDER if q in quality] + sorted(set(quality) - set(QUALITY_ORDER))
-    per_file = Counter(chunks.source_path)
+    totals = chunks.totals.summary()
     return {
         "scope": "All chunks in the run's Parquet, omitted ones included",
-        "totals": {"chunks": n, "embedded": n - omitted, "omitted": omitted, "files": len(per_file),
-                   "flagged": sum(1 for q, o in zip(chunks.quality, chunks.omitted) if q != "ok" or o),
-                   **length_summary(chunks.token_count, chunks.word_count)},
-        "by_source_type": _group(chunks, lambda i: [chunks.source_type[i]]),
-        "by_tag": _group(chunks, lambda i: chunks.tags[i] or [NO_TAG]),
+        "totals": {"chunks": totals["chunks"], "embedded": totals["embedded"], "omitted": totals["omitted"],
+                   "files": len(chunks.per_file), "flagged": len(chunks.flagged),
+                   **length_summary(chunks.totals.tokens, chunks.totals.words)},
+        "by_source_type": _groups(chunks.by_source_type),
+        "by_tag": _groups(chunks.by_tag),
         "by_quality": {q: {"chunks": quality[q], "embedded": quality[q] - quality_omitted[q],
                            "omitted": quality_omitted[q]} for q in order},
-        "omitted_by_reason": dict(Counter(_reason(r) for r, o in zip(chunks.omit_reason, chunks.omitted) if o)
-                                  .most_common()),
-        "chunks_per_file": {"files": len(per_file), **distribution(list(per_file.values()))},
+        "omitted_by_reason": dict(chunks.omit_reasons.most_common()),
+        "chunks_per_file": {"files": len(chunks.per_file), **distribution(list(chunks.per_file.values()))},
     }
-
-
-def build_sample(chunks: _Chunks, sample_size: int, seed: int) -> list[dict]:
-    """A seeded random sample of embedded chunks, in document order.
-
-    Candidates are ordered by chunk_id before drawing, so the same seed picks the same chunks even when a
-    re-run writes them into parts in a different order.
-    """
-    candidates = sorted((i for i in range(len(chunks)) if not chunks.omitted[i]), key=lambda i: chunks.chunk_id[i])
-    picked = sorted(random.Random(seed).sample(candidates, min(max(sample_size, 0), len(candidates))))
-    return [{"chunk_id": chunks.chunk_id[i], "source_path": chunks.source_path[i], "heading_path": chunks.heading_path[i],
-             "quality": chunks.quality[i], "token_count": chunks.token_count[i], "text": chunks.text[i]}
-            for i in picked]
-
-
-def build_flagged(chunks: _Chunks) -> list[dict]:
-    """Every chunk that is omitted or whose quality label is not 'ok', with the start of its text."""
-    return [{"chunk_id": chunks.chunk_id[i], "source_path": chunks.source_path[i], "heading_path": chunks.heading_path[i],
-             "quality": chunks.quality[i], "omitted": chunks.omitted[i], "omit_reason": chunks.omit_reason[i],
-             "token_count": chunks.token_count[i], "word_count": chunks.word_count[i],
-             "text_preview": chunks.text[i][:PREVIEW_CHARS]}
-            for i in range(len(chunks)) if chunks.quality[i] != "ok" or chunks.omitted[i]]
 
 
 def _write_text(path: Path, text: str, newline: bool = True) -> Path:
@@ -274,20 +293,18 @@ def _int_bins(values: list[int], extra: int | None = None, max_bins: int = 40) -
     return [lo - 0.5 + k * width for k in range((hi - lo) // width + 2)]
 
 
-def _plot_tokens(chunks: _Chunks, limit: tuple[int, str] | None):
-    by_type: dict[str, list[int]] = defaultdict(list)
-    for t, o, st in zip(chunks.token_count, chunks.omitted, chunks.source_type):
-        if not o:
-            by_type[st].append(t)
-    types = sorted(by_type, key=lambda k: -len(by_type[k])) or ["(no embedded chunks)"]
-    everything = [t for v in by_type.values() for t in v] or [0]
+def _plot_tokens(chunks: _Scan, limit: tuple[int, str] | None):
+    by_type = {st: tally for st, tally in chunks.embedded_tokens.items() if tally}
+    types = sorted(by_type, key=lambda k: -sum(by_type[k].values())) or ["(no embedded chunks)"]
+    everything = [t for tally in by_type.values() for t in tally] or [0]
     bins = _int_bins(everything, limit[0] if limit else None)
     # One panel per source type: a small Excel set would vanish under a large Markdown histogram if overlaid.
     fig, axes = plt.subplots(len(types), 1, figsize=(10, 1.2 + 2.6 * len(types)), sharex=True, squeeze=False)
     for k, (ax, st) in enumerate(zip(axes[:, 0], types)):
-        values = by_type.get(st, [])
-        ax.hist(values, bins=bins, color=_SOURCE_COLOURS[k % len(_SOURCE_COLOURS)], edgecolor="white", linewidth=0.5)
-        ax.set_title(f"{st}: {len(values):,} embedded chunks", fontsize=12, loc="left")
+        tally = by_type.get(st, Counter())
+        ax.hist(list(tally), bins=bins, weights=list(tally.values()), color=_SOURCE_COLOURS[k % len(_SOURCE_COLOURS)],
+                edgecolor="white", linewidth=0.5)
+        ax.set_title(f"{st}: {sum(tally.values()):,} embedded chunks", fontsize=12, loc="left")
         ax.set_ylabel("chunks", fontsize=11)
         ax.yaxis.get_major_locator().set_params(integer=True)
         if limit:
@@ -330,8 +347,8 @@ def _plot_quality(breakdown: dict):
     return _figure_png(fig)
 
 
-def _plot_chunks_per_file(chunks: _Chunks):
-    counts = list(Counter(chunks.source_path).values())
+def _plot_chunks_per_file(chunks: _Scan):
+    counts = list(chunks.per_file.values())
     fig, ax = plt.subplots(figsize=(10, 4.5))
     ax.hist(counts, bins=_int_bins(counts), color="#1f77b4", edgecolor="white", linewidth=0.5)
     ax.set_xlabel("chunks in the file", fontsize=11)
