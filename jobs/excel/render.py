@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from jobs.chunks.quality import word_count
 from jobs.config import ExcelConfig
 from jobs.embed.tokens import TokenCounter
 from jobs.excel.cells import is_missing
@@ -35,6 +36,10 @@ from jobs.excel.templates import (
 )
 
 __all__ = ["RowDraft", "iter_drafts"]
+
+# A key and its description (`_key_and_description`): a key of at most 3 words and 20 characters, a
+# description of at least 2 words.
+_KEY_WORDS, _KEY_CHARS, _DESCRIPTION_WORDS = 3, 20, 2
 
 
 @dataclass
@@ -90,11 +95,16 @@ def _draft(ctx: _Context, table: Table, row: Row) -> RowDraft:
         used = table.template.name if text else used
     if text is None:
         labels = row_labels(table, cells, row.kinds)
-        fields = fallback_fields(labels, cells, [k == TEXT for k in row.kinds])
+        pair = _key_and_description(table, cells, row.kinds)
+        if pair is not None:
+            # `1.1 | Supply of Energy, Australia` on a contents sheet: the key names its description.
+            fields = [(cells[pair[0]], cells[pair[1]], pair[1])]
+        else:
+            fields = fallback_fields(labels, cells, [k == TEXT for k in row.kinds])
         text = render_fields(fields)
         names = _leading_names(cells, row.kinds)
         lead = next((n for n, f in enumerate(fields) if f[2] not in names), len(fields))
-        if not table.pinned:
+        if not table.pinned and pair is None:
             # A bare row name is no value without a label, but the run of text cells after it is: a row of them
             # under no header (a table's header line read as data, `code | description`) stays omitted.
             first = next((i for i, c in enumerate(cells) if c), None)
@@ -103,6 +113,22 @@ def _draft(ctx: _Context, table: Table, row: Row) -> RowDraft:
     verdict = judge(row, cells, text, used != "fallback" or table.header_row is not None, ctx.cfg, ctx.patterns,
                     unnamed, splittable=fields is not None and len(fields) - lead >= 2)
     return RowDraft(table.sheet, table, row.number, cells, list(row.kinds), text, used, path, verdict, fields, lead)
+
+
+def _key_and_description(table: Table, cells: list[str], kinds: list[int]) -> tuple[int, int] | None:
+    """(key column, description column) of a row that is a key and its description, in columns no header
+    names: two cells, a short code or number (`1.1`, `E12000001`, `Table 3`) before a text of two words or
+    more (contents, guidance and code-list sheets). None for any other row."""
+    if table.pinned:
+        return None
+    filled = [i for i, c in enumerate(cells) if c]
+    if len(filled) != 2:
+        return None
+    key, value = filled
+    if table.named(value) or value >= len(kinds) or kinds[value] != TEXT or \
+            word_count(cells[value]) < _DESCRIPTION_WORDS:
+        return None
+    return (key, value) if word_count(cells[key]) <= _KEY_WORDS and len(cells[key]) <= _KEY_CHARS else None
 
 
 def _leading_names(cells: list[str], kinds: list[int]) -> set[int]:

@@ -31,16 +31,11 @@ _YEAR = re.compile(r"(?:19|20)\d\d")
 
 
 def generic_share(draft) -> float:
-    """Share of a row's non-empty values whose label is a generic `Column X` (0 for a templated row)."""
-    if draft.template != "fallback":
+    """Share of a row's shown values whose label is a generic `Column X` (0 for a templated row): its fields
+    as its text shows them (a bare row header has no label; a key labels its description)."""
+    if draft.template != "fallback" or not draft.fields:
         return 0.0
-    from jobs.excel.render import row_labels
-
-    filled = [i for i, c in enumerate(draft.cells) if c]
-    if not filled:
-        return 0.0
-    labels = row_labels(draft.table, draft.cells, draft.kinds)  # as the text shows them (a bare row header has none)
-    return sum(1 for i in filled if _GENERIC.fullmatch(labels[i])) / len(filled)
+    return sum(1 for label, _, _ in draft.fields if _GENERIC.fullmatch(label)) / len(draft.fields)
 
 
 def header_as_data(draft, below: list) -> bool:

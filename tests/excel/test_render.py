@@ -1,7 +1,7 @@
 """jobs.excel.render: every row as text, by a template that fits its table or as `Header: value; …`."""
 
 from jobs.config import ExcelConfig
-from tests.excel.conftest import BOOK, READXL, TEMPLATES, chunks, on_sheet
+from tests.excel.conftest import BOOK, READXL, TEMPLATES, book, chunks, on_sheet
 
 
 def test_real_workbook_rows_carry_their_headers(plain):
@@ -41,3 +41,14 @@ def test_shipped_mtcars_template_turns_rows_into_sentences():
         "horsepower, a V-shaped engine and manual transmission; it weighs 2.62 thousand pounds, covers a quarter "
         "mile in 16.46 seconds, has 4 forward gears and 4 carburetors, with a rear axle ratio of 3.9.")
     assert all(not r["omitted"] and "template:mtcars" in r["tags"] for r in rows)
+
+
+def test_a_contents_sheet_reads_as_keys_and_their_descriptions(tmp_path, plain):
+    # ABS 4604.0's Contents sheet: `1.1 | Supply of Energy, Australia, 2015-16` with no header over it.
+    path = book(tmp_path / "contents.xlsx", {"Contents": [
+        ["1.1", "Supply of Energy, Australia, 2015-16 in petajoules by fuel"],
+        ["1.2", "Supply of Energy, Australia, 2014-15 in petajoules by fuel"],
+        ["Coke", 12, 3.5]]})
+    rows = chunks(path, plain)
+    assert rows[0]["text"] == "1.1: Supply of Energy, Australia, 2015-16 in petajoules by fuel"
+    assert rows[0]["omit_reason"] is None and rows[2]["omit_reason"].startswith("no_header")
