@@ -34,6 +34,16 @@ def _ratio(value: str) -> float:
     return r
 
 
+def _positive_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number 1 or more, got {value!r}")
+    return n
+
+
 def _add_selectors(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None,
                    help=f"job config YAML (default: {DEFAULT_CONFIG} when it exists, else the local.yaml "
@@ -235,7 +245,8 @@ def cmd_reembed(args) -> int:
     from jobs.reembed import run_reembed
 
     cfg = _db_config(args)
-    r = run_reembed(cfg, args.collection or cfg.collection, args.model, drop_old=args.drop_old)
+    r = run_reembed(cfg, args.collection or cfg.collection, args.model, drop_old=args.drop_old,
+                    docs_per_batch=args.docs_per_batch)
     print(f"collection {r.collection}: {r.old_model} → {r.new_model} (table {r.table})")
     print(f"re-embedded {r.documents} documents, {r.chunks} chunks in {r.seconds:.1f} s"
           + (f" (resumed: {r.resumed_from} were already done)" if r.resumed_from else ""))
@@ -422,6 +433,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--collection", help="default: the config's collection")
     p.add_argument("--model", required=True, help="sentence-transformers name, hub id or local path")
     p.add_argument("--drop-old", action="store_true", help="drop the previous space once switched")
+    p.add_argument("--docs-per-batch", type=_positive_int, default=32, metavar="N",
+                   help="documents read, embedded and committed together (default 32): a kill loses at most "
+                        "one batch, and progress is logged per batch")
     _add_db_args(p, "device, dtype, batch size; and the fingerprint to carry over")
     p.set_defaults(func=cmd_reembed)
 

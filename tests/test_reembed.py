@@ -47,7 +47,10 @@ def test_reembed_killed_resumes_switches_and_drops_old(tmp_path, corpus, env, pg
     before = chunk_rows(pg_url, "e2e_reembed")
     (old_table,) = spaces(pg_url, "e2e_reembed")
 
-    proc = subprocess.Popen(CLI + ["reembed", "--collection", "e2e_reembed", "--model", RENAMED, "--config", str(cfg)],
+    # Batches of 4 documents: the kill lands between commits however fast the machine embeds 30 documents
+    # (in one batch of the default 32 it raced the poll and lost).
+    proc = subprocess.Popen(CLI + ["reembed", "--collection", "e2e_reembed", "--model", RENAMED, "--config", str(cfg),
+                                   "--docs-per-batch", "4"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline, copied = time.monotonic() + 300, 0
