@@ -192,7 +192,8 @@ def _settle(window: list[Row], h: int) -> int:
 def _groups(parent: Row, child: Row) -> bool:
     """Does `parent` group the columns named in `child`: two or more labels, or one merged over some of them
     (a single cell merged over the whole table is its title)."""
-    if not _header_like(parent, single_ok=True):
+    # A merged parent may repeat one name over its groups (`All kindergartners` over each vaccine's columns).
+    if not _header_like(parent, single_ok=True, alike_ok=bool(parent.spans)):
         return False
     if len({format_value(v) for v in parent.values if v is not None}) >= 2:
         return True

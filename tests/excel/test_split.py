@@ -52,3 +52,29 @@ def test_years_head_the_groups_of_a_table_without_parent_labels(tmp_path, plain)
                                                                                       "-06", "-07", "-08", "-09", "-10",
                                                                                       "-11", "-12", "-13", "-14", "-15",
                                                                                       "-16"))
+
+
+def test_a_parent_all_of_a_parts_fields_share_goes_into_its_breadcrumb(tmp_path, plain):
+    # Kindergarten vaccination coverage: each vaccine merged over its years' columns, a line repeating
+    # `All kindergartners` under it, then `2009-10 | SURVEY TYPE | TARGET` per year.
+    vaccines, years = ["MMR Vaccination", "Polio Vaccination"], range(2000, 2012)
+    width = 3 * len(years)
+    top = ["Names"] + [x for v in vaccines for x in [v] + [None] * (width - 1)]
+    mid = [None] + [x for v in vaccines for x in ["All kindergartners"] + [None] * (width - 1)]
+    head = [None] + [x for _ in vaccines for y in years for x in (f"{y}-{str(y + 1)[2:]}", "SURVEY TYPE", "TARGET")]
+    row = ["Alabama"] + [x for _ in vaccines for _ in years for x in (94.0, "Census of every school", 95.0)]
+    path = book(tmp_path / "vacc.xlsx", {"Coverage": [top, mid, head, row, row]})
+    import openpyxl
+    wb = openpyxl.load_workbook(path)
+    ws = wb["Coverage"]
+    for line in (1, 2):
+        for k in range(len(vaccines)):
+            ws.merge_cells(start_row=line, start_column=2 + k * width, end_row=line, end_column=1 + (k + 1) * width)
+    wb.save(path)
+    parts = [r for r in chunks(path, plain) if r["row"] == 4]
+    assert len(parts) >= 2 and all(r["token_count"] <= token_counter(MODEL).limit for r in parts)
+    first = parts[0]
+    assert first["heading_path"][-2:] == ["MMR Vaccination", "All kindergartners"]
+    assert first["text"].startswith("Names: Alabama; 2000-01: 94; SURVEY TYPE: Census of every school; TARGET: 95;")
+    assert parts[-1]["heading_path"][-2:] == ["Polio Vaccination", "All kindergartners"]
+    assert first["breadcrumb"].endswith("MMR Vaccination › All kindergartners")
