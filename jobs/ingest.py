@@ -11,6 +11,7 @@ next run resumes with them.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -437,6 +438,9 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
             except Exception:  # stats are a nicety; never fail a finished run over them
                 log.debug("could not write Ray Data stats", exc_info=True)
             ds = batch = None  # their blocks belong to the Ray that stops now
+            # Ray objects caught in reference cycles must be finalized while Ray is up: one collected after
+            # the shutdown below reaches a core worker that is gone, and Ray then exits the process (1).
+            gc.collect()
             if started_ray:
                 stopping.append(stop_ray_in_background())
             t_index = time.monotonic()
