@@ -138,7 +138,11 @@ def init_ray(cfg: JobConfig) -> bool:
 def stop_ray_in_background() -> threading.Thread:
     """Stop the local Ray this run started while the driver builds the index and writes the report.
     Its processes take a second or two to exit, and left to Ray's exit hook, which also sleeps half
-    a second first, the job would wait through both after its last step."""
+    a second first, the job would wait through both after its last step. The caller drops its Ray
+    objects first: those caught in reference cycles are collected here, while Ray is up, since one
+    finalized after the shutdown reaches a core worker that is gone and Ray exits the process (1)."""
+    gc.collect()
+
     def stop() -> None:
         try:
             ray.shutdown()
@@ -438,9 +442,6 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
             except Exception:  # stats are a nicety; never fail a finished run over them
                 log.debug("could not write Ray Data stats", exc_info=True)
             ds = batch = None  # their blocks belong to the Ray that stops now
-            # Ray objects caught in reference cycles must be finalized while Ray is up: one collected after
-            # the shutdown below reaches a core worker that is gone, and Ray then exits the process (1).
-            gc.collect()
             if started_ray:
                 stopping.append(stop_ray_in_background())
             t_index = time.monotonic()

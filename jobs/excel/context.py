@@ -23,12 +23,28 @@ from jobs.excel.formats import format_value
 from jobs.excel.reader import TEXT, Row
 from jobs.excel.tables import year_like
 
-__all__ = ["RowContext", "with_section"]
+__all__ = ["RowContext", "leading_names", "with_section"]
 
 _SECTION_WORDS = 12  # a section line is a label; a longer lone cell is a note
 # A lone cell that is a footnote, not a section: `(a) Includes …`, `[note 3]`, `* …`, `1. …`, `Source: …`
 _FOOTNOTE = re.compile(r"\s*(?:\(\w{1,3}\)|\[|[*†‡]|\d{1,2}[.)]\s|(?:notes?|sources?|footnotes?)\b)", re.I)
 _SAME_KINDS = 0.8  # a row whose blank leading cells are a group's: its other cells are of the kinds above
+
+
+def leading_names(filled: list[bool], kinds: list[int] | None) -> list[int]:
+    """Columns of a row's own names: its first filled cell and the text cells right after it (`North
+    East | Imports` before the figures). Without `kinds`, the first filled cell alone."""
+    out: list[int] = []
+    for i, f in enumerate(filled):
+        if not f:
+            continue
+        text = kinds is not None and i < len(kinds) and kinds[i] == TEXT
+        if out and not text:
+            break
+        out.append(i)
+        if not text:
+            break
+    return out
 
 
 class RowContext:
@@ -68,14 +84,8 @@ class RowContext:
             first = next(c for c, k in enumerate(row.kinds) if k)
         self.lead = first if self.lead is None else min(self.lead, first)
         self.kinds = list(row.kinds)
-        self.above = {}
-        for c in range(first, len(row.values)):
-            if row.kinds[c] == 0:
-                continue
-            if c > first and row.kinds[c] != TEXT:
-                break
-            if row.kinds[c] == TEXT or year_like(row.values[c]):
-                self.above[c] = (row.values[c], row.formats[c])
+        self.above = {c: (row.values[c], row.formats[c]) for c in leading_names([bool(k) for k in row.kinds], row.kinds)
+                      if row.kinds[c] == TEXT or year_like(row.values[c])}
         return row, self.section
 
     def _continues(self, row: Row, filled: list[int]) -> bool:

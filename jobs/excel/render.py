@@ -20,7 +20,7 @@ from jobs.chunks.quality import word_count
 from jobs.config import ExcelConfig
 from jobs.embed.tokens import TokenCounter
 from jobs.excel.cells import is_missing
-from jobs.excel.context import RowContext, with_section
+from jobs.excel.context import RowContext, leading_names, with_section
 from jobs.excel.filters import judge
 from jobs.excel.formats import format_value
 from jobs.excel.reader import TEXT, Row, open_sheets
@@ -58,6 +58,7 @@ class RowDraft:
     fields: list[tuple[str, str, int]] | None = None
     lead: int = 0
     part: tuple[int, int] | None = None  # (k, n): this is part k of n of its row
+    tokens: int | None = None  # the model's tokens in its embed text, where jobs.excel.split counted them
 
 
 @dataclass
@@ -102,7 +103,7 @@ def _draft(ctx: _Context, table: Table, row: Row) -> RowDraft:
         else:
             fields = fallback_fields(labels, cells, [k == TEXT for k in row.kinds])
         text = render_fields(fields)
-        names = _leading_names(cells, row.kinds)
+        names = leading_names([bool(c) for c in cells], row.kinds)
         lead = next((n for n, f in enumerate(fields) if f[2] not in names), len(fields))
         if not table.pinned and pair is None:
             # A bare row name is no value without a label, but the run of text cells after it is: a row of them
@@ -131,36 +132,16 @@ def _key_and_description(table: Table, cells: list[str], kinds: list[int]) -> tu
     return (key, value) if word_count(cells[key]) <= _KEY_WORDS and len(cells[key]) <= _KEY_CHARS else None
 
 
-def _leading_names(cells: list[str], kinds: list[int]) -> set[int]:
-    """Columns of the row's own names: its first cell and the text cells right after it."""
-    out: set[int] = set()
-    for i, c in enumerate(cells):
-        if not c:
-            continue
-        if out and (i >= len(kinds) or kinds[i] != TEXT):
-            break
-        out.add(i)
-        if i >= len(kinds) or kinds[i] != TEXT:
-            break
-    return out
-
-
 def row_labels(table: Table, cells: list[str], kinds: list[int] | None = None) -> list[str]:
     """Column labels for the fallback text. A published table often leaves its row-header columns
     unnamed (the corner cell over `1981-82`, `Employee`, `TOKENS`; `North East | Imports` before the
     figures): those values are the row's own names, so they go out bare, never under `Column A`. With
     `kinds`, every unnamed text cell before the row's first value is such a name; without, the first cell."""
     labels = [table.label(i) for i in range(len(cells))]
-    if table.header_row is None:
-        return labels
-    for pos, i in enumerate(i for i, c in enumerate(cells) if c):
-        text = kinds is not None and i < len(kinds) and kinds[i] == TEXT
-        if pos > 0 and not text:
-            break
-        if not table.named(i):
-            labels[i] = ""
-        if not text:
-            break
+    if table.header_row is not None:
+        for i in leading_names([bool(c) for c in cells], kinds):
+            if not table.named(i):
+                labels[i] = ""
     return labels
 
 

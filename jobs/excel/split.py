@@ -36,7 +36,9 @@ def split_row(draft, max_words: int, count: Callable[[list[str]], list[int]] | N
     part's breadcrumb once instead of before each of its values."""
     if draft.fields is None or draft.verdict is not None or len(draft.fields) - draft.lead < 2:
         return [draft]
-    if word_count(draft.text) <= max_words and not (count and limit and count([embed_text(draft)])[0] > limit):
+    tokens = count([embed_text(draft)])[0] if count and limit else None
+    if word_count(draft.text) <= max_words and (tokens is None or tokens <= limit):
+        draft.tokens = tokens  # the stage counts every row's tokens; this one is counted already
         return [draft]
     head, rest = draft.fields[:draft.lead], draft.fields[draft.lead:]
     fit = _Fit(draft, head, max_words, count, limit)
@@ -63,6 +65,7 @@ class _Fit:
     def __init__(self, draft, head: list[tuple], max_words: int, count, limit: int | None):
         self.draft, self.head, self.count, self.limit = draft, head, count, limit
         self.word_budget = max_words - word_count(render_fields(head))
+        self._tokens: dict[str, int] = {}  # a field as shown -> its tokens: _merge asks again for the same ones
 
     def budgets(self, prefix: tuple) -> tuple[int, int | None]:
         if not (self.count and self.limit):
@@ -71,11 +74,14 @@ class _Fit:
         return self.word_budget, self.limit - self.count([f"{crumb}\n\n{render_fields(self.head)}"])[0]
 
     def costs(self, fields: list[tuple]) -> tuple[list[int], list[int]]:
-        words = [word_count(render_fields([f])) for f in fields]
+        shown = [render_fields([f]) for f in fields]
+        words = [word_count(s) for s in shown]
+        if not (self.count and self.limit):
+            return words, [0] * len(fields)
+        new = [s for s in dict.fromkeys(shown) if s not in self._tokens]
+        self._tokens.update(zip(new, self.count(new) if new else []))
         # WordPiece counts add up over whitespace-separated pieces; each `; ` between fields is one more.
-        tokens = [c + 1 for c in self.count([render_fields([f]) for f in fields])] if self.count and self.limit \
-            else [0] * len(fields)
-        return words, tokens
+        return words, [self._tokens[s] + 1 for s in shown]
 
     def fits(self, fields: list[tuple], prefix: tuple) -> bool:
         word_budget, token_budget = self.budgets(prefix)
@@ -156,27 +162,17 @@ def _groups(fields: list[tuple]) -> list[list[int]]:
     within it, or without one, a year and the columns after it up to the next year (`MMR › 2009-10 |
     MMR › FOOTNOTES | MMR › SURVEY TYPE`)."""
     groups: list[list[int]] = []
-    top_before = None
+    top_before, in_year = None, False  # in_year: a year-headed group is open and no top label came since
     for i, (label, _, _) in enumerate(fields):
         top = label.split(SEPARATOR, 1)[0] if SEPARATOR in label else None
-        starts = (not groups or year_like(label.rsplit(SEPARATOR, 1)[-1]) or top != top_before or top is None and
-                  not _after_year(fields, i))
-        if starts:
+        year = year_like(label.rsplit(SEPARATOR, 1)[-1])
+        if not groups or year or top != top_before or (top is None and not in_year):
             groups.append([i])
         else:
             groups[-1].append(i)
+        in_year = top is None and (year or in_year)
         top_before = top
     return groups
-
-
-def _after_year(fields: list[tuple], i: int) -> bool:
-    """Is there a year-headed column before field i with no top label since: field i is in its group."""
-    for label, _, _ in reversed(fields[:i]):
-        if SEPARATOR in label:
-            return False
-        if year_like(label):
-            return True
-    return False
 
 
 def _pack(groups: list[list[int]], words: list[int], costs: list[int], word_budget: int,

@@ -16,6 +16,7 @@ from jobs.config import ExcelConfig, QualityConfig
 from jobs.embed.tokens import token_counter
 from jobs.excel.cells import SEPARATOR
 from jobs.excel.render import iter_drafts
+from jobs.excel.split import embed_text
 from jobs.excel.templates import TemplateTexts
 from jobs.rows import doc_marker, error_row, storable
 from jobs.sources.reads import work_local_file
@@ -44,13 +45,19 @@ def _workbook_chunks(work: dict, excel: ExcelConfig, quality: QualityConfig, emb
     with work_local_file(work, storage, max_bytes=excel.max_file_bytes) as path:
         drafts = list(iter_drafts(path, work["source_path"], excel, counts, templates=templates, counter=counter))
     for d in drafts:  # a cell's `_x0000_` escape reads back as NUL
-        d.sheet, d.text, d.heading_path = (storable(v, counts) for v in (d.sheet, d.text, d.heading_path))
+        stored = tuple(storable(v, counts) for v in (d.sheet, d.text, d.heading_path))
+        if stored != (d.sheet, d.text, d.heading_path):
+            d.sheet, d.text, d.heading_path, d.tokens = *stored, None
     doc_stats = json.dumps(dict(sorted(counts.items())))
     if not drafts:
         return [doc_marker(work, "empty", doc_stats=doc_stats)]
     crumbs = [SEPARATOR.join(d.heading_path) for d in drafts]
-    embed_texts = [f"{crumb}\n\n{d.text}" for crumb, d in zip(crumbs, drafts)]
-    token_counts = counter.count(embed_texts)
+    embed_texts = [embed_text(d) for d in drafts]
+    # Rows jobs.excel.split measured against the window keep that count; the rest are counted in one call.
+    todo = [i for i, d in enumerate(drafts) if d.tokens is None]
+    token_counts = [d.tokens for d in drafts]
+    for i, n in zip(todo, counter.count([embed_texts[i] for i in todo])):
+        token_counts[i] = n
     rows = [{"heading_path": d.heading_path, "breadcrumb": crumb, "text": d.text, "embed_text": embed_text,
              "sheet": d.sheet, "row": d.row,
              "tags": ["row", f"template:{d.template}"] + ([f"part:{d.part[0]}/{d.part[1]}"] if d.part else [])}

@@ -225,20 +225,18 @@ def _line_texts(line: Row) -> list[set[str]]:
     return texts
 
 
-def _repeats_header(row: Row, lines: list[Row]) -> bool:
+def _repeats_header(row: Row, per_line: list[list[set[str]]]) -> bool:
     """Every cell of `row` is what one of the header lines shows in its column: a header line again, as a
     vertical merge filled down reads (`Public | Private` once more under `Public | Private`)."""
     shown = [(c, clean_header(format_value(v)).casefold()) for c, v in enumerate(row.values) if v is not None]
     if len(shown) < 2:
         return False
-    per_line = [_line_texts(line) for line in lines]
     return all(any(c < len(t) and text in t[c] for t in per_line) for c, text in shown)
 
 
-def _own_cells(row: Row, lines: list[Row]) -> list[tuple[int, str]]:
+def _own_cells(row: Row, per_line: list[list[set[str]]]) -> list[tuple[int, str]]:
     """(column, shown text) of the row's cells that do not repeat the header there (a vertical merge such
     as `Description` filled down beside the codes)."""
-    per_line = [_line_texts(line) for line in lines]
     out = []
     for c, v in enumerate(row.values):
         if v is None:
@@ -249,10 +247,10 @@ def _own_cells(row: Row, lines: list[Row]) -> list[tuple[int, str]]:
     return out
 
 
-def _code_row(row: Row, lines: list[Row]) -> bool:
+def _code_row(row: Row, per_line: list[list[set[str]]]) -> bool:
     """Three or more distinct series codes, after at most two row labels (`Quarterly | MV54 | MV55 | …`,
     `Line | C1 | C2 | …`): identifiers of the columns, not a data row."""
-    cells = [t for _, t in _own_cells(row, lines)]
+    cells = [t for _, t in _own_cells(row, per_line)]
     lead = 0
     while lead < min(2, len(cells)) and not _is_code(cells[lead]):
         lead += 1
@@ -261,10 +259,10 @@ def _code_row(row: Row, lines: list[Row]) -> bool:
             and sum(any(ch.isdigit() for ch in c) for c in codes) > len(codes) / 2)
 
 
-def _column_numbers(row: Row, lines: list[Row]) -> bool:
+def _column_numbers(row: Row, per_line: list[list[set[str]]]) -> bool:
     """A row numbering the columns (`1 | 2 | 3 | 4`, or `1 | 2 | 3 | 1 | 2 | 3` under repeated groups):
     three or more whole numbers, each one more than the last or starting again at 1."""
-    cells = _own_cells(row, lines)
+    cells = _own_cells(row, per_line)
     if len(cells) < 3 or any(row.kinds[c] != TYPED for c, _ in cells):
         return False
     try:
@@ -285,15 +283,16 @@ def _header_tail(window: list[Row], lines: list[Row], h: int) -> tuple[list[int]
     keeps its first row."""
     repeated: list[int] = []
     codes: list[int] = []
+    per_line = [_line_texts(line) for line in lines]  # what each header line shows per column, once
     j = h + 1
     while j < len(window):
         row = window[j]
         if row.blank:
             j += 1
             continue
-        if _column_numbers(row, lines) or _code_row(row, lines):
+        if _column_numbers(row, per_line) or _code_row(row, per_line):
             codes.append(j)
-        elif TYPED not in row.kinds and _repeats_header(row, lines):
+        elif TYPED not in row.kinds and _repeats_header(row, per_line):
             repeated.append(j)
         else:
             break

@@ -77,7 +77,8 @@ def measure(path: Path, excel_cfg, show: int = 0, counter=None) -> dict:
             out["embedded"] += 1
             out["split rows"] += d.part is not None and d.part[0] == 1
             if counter is not None:
-                out["over window"] += counter.count([embed_text(d)])[0] > counter.limit
+                tokens = d.tokens if d.tokens is not None else counter.count([embed_text(d)])[0]
+                out["over window"] += tokens > counter.limit
             if generic_share(d) >= 0.5:
                 out["generic"] += 1
                 if len(examples["generic"]) < show:

@@ -1,0 +1,86 @@
+"""Peak RSS of `corpusmill load --from-parquet` and of the QA report, at 1× and N× of one run's Parquet.
+
+    python -m ops.bench.driver_memory RUN_DIR [--copies 1 8]
+
+RUN_DIR is any finished run directory (its `chunks/` parts; an ingest writes one under
+CORPUSMILL_HOME/runs). For each multiple N it writes N copies of the parts, each copy's
+`source_path` and `chunk_id` made distinct, loads them into a scratch collection of a private
+CORPUSMILL_HOME (embedded PostgreSQL, stopped after) and builds the QA report on them, each in its
+own process, and prints the peak RSS of each (one wrapper process per measurement). The copies
+share their texts, so the database stores them once: this measures the driver's memory, not the
+database's work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ops.bench import common
+
+
+def copies(src: Path, dst: Path, n: int) -> int:
+    """`n` copies of `src`'s chunk parts under `dst` (a run directory); returns the number of parts."""
+    (dst / "chunks").mkdir(parents=True)
+    shutil.copy(src / "run.json", dst / "run.json")
+    k = 0
+    for c in range(n):
+        for part in sorted((src / "chunks").glob("part-*.parquet")):
+            t = pq.read_table(part)
+            for name, make in (("source_path", lambda col: pc.binary_join_element_wise(pa.scalar(f"copy{c}/"), col, "")),
+                               ("chunk_id", lambda col: pc.binary_join_element_wise(col, pa.scalar(f"-{c}"), ""))):
+                t = t.set_column(t.schema.get_field_index(name), name, make(t.column(name)))
+            pq.write_table(t, dst / "chunks" / f"part-{k:05d}.parquet")
+            k += 1
+    return k
+
+
+# A fresh wrapper per measurement: RUSAGE_CHILDREN's peak is the largest child a process waited for, so
+# each measured command must be the wrapper's only child.
+_WRAPPER = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL, "
+            "stderr=subprocess.DEVNULL); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+
+
+def peak_rss_mib(args: list[str], env: dict) -> int:
+    """Run `args` to completion; its peak RSS in MiB."""
+    out = subprocess.run([sys.executable, "-c", _WRAPPER, *args], cwd=common.REPO, env=env, check=True,
+                         capture_output=True, text=True).stdout
+    return round(int(out.split()[-1]) / 1024)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m ops.bench.driver_memory", description=__doc__.split("\n\n")[0])
+    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("--copies", type=int, nargs="+", default=[1, 8])
+    args = ap.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="cmmem-"))
+    env = dict(os.environ, CORPUSMILL_HOME=str(work / "home"),
+               PYTHONPATH=str(common.REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    report = ("import sys; from pathlib import Path; from jobs.tools.report import write_report; "
+              "write_report(Path(sys.argv[1]))")
+    print("| multiple | parts | load peak RSS (MiB) | report peak RSS (MiB) |\n| --- | --- | --- | --- |")
+    try:
+        for n in sorted(args.copies):
+            run = work / f"x{n}"
+            parts = copies(args.run_dir, run, n)
+            load = peak_rss_mib([str(common.BIN / "corpusmill"), "load", "--from-parquet", str(run),
+                                 "--collection", f"mem_x{n}"], env)
+            rep = peak_rss_mib([sys.executable, "-c", report, str(run)], env)
+            print(f"| {n}× | {parts} | {load:,} | {rep:,} |", flush=True)
+    finally:
+        subprocess.run([str(common.BIN / "corpusmill"), "db", "stop"], env=env, capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
