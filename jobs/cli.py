@@ -275,10 +275,14 @@ def cmd_load(args) -> int:
     from jobs.load import load_from_parquet
 
     cfg = _db_config(args)
-    out = load_from_parquet(cfg, list(args.from_parquet), args.collection)
+    out = load_from_parquet(cfg, list(args.from_parquet), args.collection, writers=args.writers)
     print(f"loaded {out['documents']} documents, {out['vectors']} vectors from {out['runs']} run(s)"
           + (f" into {out['collection']}" if out.get("collection") else "")
+          + f" with {out['writers']} writers"
           + (f" ({out['duplicates_dropped']} duplicate rows of resumed runs dropped)" if out["duplicates_dropped"] else ""))
+    if out["failed"]:
+        print(f"{out['failed']} documents could not be loaded (`corpusmill status` lists them); they keep their old chunks")
+        return 1
     return 0
 
 
@@ -452,6 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from-parquet", nargs="+", required=True, metavar="RUN_DIR",
                    help="run directories or URIs (s3://bucket/runs/RUN_ID), oldest first")
     p.add_argument("--collection", help="load into this collection instead of the one recorded")
+    p.add_argument("--writers", type=int, metavar="N", help="parallel write tasks (default: sink.writers)")
     _add_db_args(p)
     p.set_defaults(func=cmd_load)
 

@@ -316,6 +316,14 @@ class EmbeddingConfig(_Strict):
 class SinkConfig(_Strict):
     flush_rows: int = Field(2000, ge=1, description="write a Parquet part and commit once this many rows wait")
     flush_seconds: float = Field(5.0, gt=0, description="...or once the oldest waiting document is this old")
+    writers: int | Literal["auto"] = Field(
+        "auto", description="parallel write tasks of `load --from-parquet`, each with its own connection and "
+        "COPY stream (auto: half this machine's cores, 2 to 4)")
+
+    def writers_for(self, cores: int | None = None) -> int:
+        if self.writers != "auto":
+            return max(1, int(self.writers))
+        return max(2, min(4, (cores or os.cpu_count() or 2) // 2))
 
 
 class DatabaseConfig(_Strict):

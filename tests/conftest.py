@@ -19,6 +19,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "data" / "corpus"
 BIN = Path(sys.executable).parent
+# Ray's token auth: `ray start` (ray_address) writes ~/.ray/auth_token and clients must present it. Set
+# before any test module imports Ray: the mode is read when Ray is imported, not when ray.init runs.
+os.environ["RAY_AUTH_MODE"] = "token"
 
 
 @pytest.fixture(scope="session")
@@ -55,8 +58,6 @@ def store(pg_url):
 def ray_address(cm_home) -> str:
     """A local Ray head shared by every CLI run in the session (saves a Ray start per ingest)."""
     temp = Path("/tmp") / f"cmray-{os.getpid()}"  # Unix socket paths must stay short
-    # Ray's token auth: `ray start` writes ~/.ray/auth_token; clients must be told to present it.
-    os.environ["RAY_AUTH_MODE"] = "token"
     cmd = [str(BIN / "ray"), "start", "--head", "--num-cpus=6", "--include-dashboard=false",
            "--disable-usage-stats", f"--temp-dir={temp}", "--port=0"]
     # Its own session and process group: stop_ray_under finds the daemons by group.

@@ -23,7 +23,7 @@ LAYERS = [
     {"embed"},  # the embedding model: resolution, tokenizer, encoder
     {"markdown", "excel"},  # one package per source type, each its whole path to chunk rows
     {"checks"},  # what every ingest measures: run metrics, index metrics, gates
-    {"adapter"},  # plain-Python stages onto Ray Data
+    {"adapter", "ray_session"},  # plain-Python stages onto Ray Data; the Ray a job runs on
     {"plan", "search", "load", "reembed"},  # jobs that need no stage: light enough for a quick command
     {"tools"},  # commands over stored runs: report, evaluate, stats, bench-embedders
     {"ingest"},

@@ -1,8 +1,19 @@
-"""`load --from-parquet` against the real store: a document written to two parts loads once."""
+"""`load --from-parquet` against the real store and Ray: a document written to two parts loads once, and a
+writer killed mid-COPY costs nothing."""
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
 
 from jobs.config import JobConfig, apply_overrides
 from jobs.load import load_from_parquet
 from jobs.store.parquet import RunOutput
+from tests.conftest import BIN
 from tests.factories import chunk_row, doc_row, unit_vector
 
 
@@ -10,7 +21,9 @@ def _rows(doc, texts, collection="load_src"):
     return [chunk_row(doc, i, t, unit_vector(i, 4), collection) | doc_row(doc) for i, t in enumerate(texts)]
 
 
-def test_a_document_in_two_parts_of_a_resumed_run_loads_once_as_its_last_version(tmp_path, store, pg_url):
+def test_a_document_in_two_parts_of_a_resumed_run_loads_once_as_its_last_version(tmp_path, store, pg_url,
+                                                                                ray_address, monkeypatch):
+    monkeypatch.setenv("RAY_ADDRESS", ray_address)
     out = RunOutput(tmp_path / "run", 4)
     # Part 0 was written just before a kill (its commit never happened); the resumed run processed the
     # document again into part 1, and a repeated row inside part 1 must count once too.
@@ -27,3 +40,58 @@ def test_a_document_in_two_parts_of_a_resumed_run_loads_once_as_its_last_version
     # Loading it again replaces rather than duplicates.
     assert load_from_parquet(cfg, [tmp_path / "run"], collection="load_dst")["vectors"] == 4
     assert store.status("load_dst")["chunks"] == 4
+
+
+def _writer_pids() -> list[int]:
+    """Ray workers running a write task (their process title names the operator)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                title = (proc / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+            except OSError:
+                continue
+            if title.startswith("ray::") and "Write" in title:
+                pids.append(int(proc.name))
+    return pids
+
+
+@pytest.mark.slow
+def test_a_writer_killed_mid_copy_is_retried_and_every_document_lands_once(tmp_path, store, pg_url, ray_address,
+                                                                            cm_home):
+    out = RunOutput(tmp_path / "run", 4)
+    words = "pipeline chunk vector index sentence window heading section table workbook".split()
+    parts, docs_per_part, rows_per_doc = 16, 60, 20
+    for p in range(parts):
+        rows = []
+        for d in range(docs_per_part):
+            doc = f"p{p}d{d}"
+            texts = [" ".join(words[(p + d + i + j) % len(words)] for j in range(200)) + f" {doc} {i}"
+                     for i in range(rows_per_doc)]
+            rows += _rows(doc, texts, collection="kill_src")
+        out.write_part(rows)
+    env = dict(os.environ, RAY_ADDRESS=ray_address, CORPUSMILL_HOME=str(cm_home), DATABASE_URL=pg_url)
+    proc = subprocess.Popen([str(BIN / "corpusmill"), "load", "--from-parquet", str(tmp_path / "run"),
+                             "--collection", "kill_dst", "--writers", "2"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    killed = None
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        deadline = time.monotonic() + 240
+        while killed is None and proc.poll() is None and time.monotonic() < deadline:
+            copying = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query ILIKE 'COPY%' "
+                                   "AND application_name LIKE 'corpusmill load % writer %'").fetchone()[0]
+            pids = _writer_pids() if copying else []
+            if pids:
+                os.kill(pids[0], signal.SIGKILL)
+                killed = pids[0]
+            time.sleep(0.02)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert killed is not None, "no writer was caught mid-COPY"
+    assert proc.returncode == 0, stdout + stderr[-3000:]
+    total = parts * docs_per_part
+    assert f"loaded {total} documents" in stdout
+    coll = store.get_collection("kill_dst")
+    n, distinct = store.conn.execute(f"SELECT count(*), count(DISTINCT chunk_id) FROM corpusmill.{coll.chunk_table}").fetchone()
+    assert n == distinct == total * rows_per_doc
+    assert store.status("kill_dst")["documents"] == {"done": total, "failed": 0, "pending": 0}
+    assert store.conn.execute("SELECT count(*) FROM corpusmill.staged_rows WHERE collection = 'kill_dst'").fetchone()[0] == 0

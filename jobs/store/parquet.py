@@ -161,19 +161,30 @@ def fetch_run(location: str, storage: StorageOptions | None, staging: Path) -> P
     return staging
 
 
-def iter_parts(run_dir: Path | str, storage: StorageOptions | None = None,
-               columns: list[str] | None = None) -> Iterator[pa.Table]:
-    """A run directory's chunk parts one at a time, in write order (local or in an object store), whole or
-    only `columns`. Only named parts: a run killed mid-write can leave a `.parquet.tmp` behind."""
+def part_paths(run_dir: Path | str, storage: StorageOptions | None = None) -> list[str]:
+    """A run directory's chunk parts, in write order (paths, or URIs' object paths). Only named parts: a
+    run killed mid-write can leave a `.parquet.tmp` behind."""
     if is_remote(run_dir):
         loc = locate(str(run_dir), storage)
         names = loc.fs.ls(f"{loc.path}/chunks", detail=False) if loc.fs.exists(f"{loc.path}/chunks") else []
-        for p in sorted(n for n in names if n.endswith(".parquet")):
-            with loc.fs.open(p, "rb") as f:
-                yield pq.read_table(f, columns=columns)
-        return
-    for p in sorted((Path(run_dir) / "chunks").glob("part-*.parquet")):
-        yield pq.read_table(p, columns=columns)
+        return sorted(n for n in names if n.endswith(".parquet"))
+    return [str(p) for p in sorted((Path(run_dir) / "chunks").glob("part-*.parquet"))]
+
+
+def read_part(run_dir: Path | str, path: str, storage: StorageOptions | None = None,
+              columns: list[str] | None = None) -> pa.Table:
+    """One part of `part_paths(run_dir)`, whole or only `columns`."""
+    if is_remote(run_dir):
+        with locate(str(run_dir), storage).fs.open(path, "rb") as f:
+            return pq.read_table(f, columns=columns)
+    return pq.read_table(path, columns=columns)
+
+
+def iter_parts(run_dir: Path | str, storage: StorageOptions | None = None,
+               columns: list[str] | None = None) -> Iterator[pa.Table]:
+    """A run directory's chunk parts one at a time, in write order (local or in an object store)."""
+    for path in part_paths(run_dir, storage):
+        yield read_part(run_dir, path, storage, columns)
 
 
 def read_chunks(run_dir: Path | str, storage: StorageOptions | None = None) -> pa.Table:

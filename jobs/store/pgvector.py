@@ -14,18 +14,21 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import psycopg
+import pyarrow as pa
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
 from jobs.errors import NotPermittedError, UnreachableError, UserError
 from jobs.rows import storable
 from jobs.sources.changes import StoredDoc
-from jobs.store import doc_vectors, locks, shared_text, text_search
+from jobs.store import arrow_copy, doc_vectors, locks, shared_text, text_search
+from jobs.store.arrow_copy import CHUNK_COLUMNS  # noqa: F401 (part of this module's API)
 from jobs.store.connection import connect, connect_with_backoff, reconnecting
 from jobs.store.names import chunk_table_name, index_name, lock_key
 from jobs.store.runs import RunRecords, UnknownCollection  # noqa: F401 (part of this module's API)
@@ -34,16 +37,6 @@ log = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
-# Binary COPY column types, in CONTRACT order minus nothing: every contract column is stored.
-CHUNK_COLUMNS: list[tuple[str, str]] = [
-    ("chunk_id", "text"), ("collection", "text"), ("doc_id", "text"), ("source_path", "text"),
-    ("source_type", "text"), ("heading_path", "text[]"), ("breadcrumb", "text"), ("text", "text"),
-    ("embed_text", "text"), ("seq", "int4"), ("char_start", "int8"), ("char_end", "int8"),
-    ("sheet", "text"), ("row", "int8"), ("tags", "text[]"), ("token_count", "int4"),
-    ("word_count", "int4"), ("quality", "text"), ("omitted", "bool"), ("omit_reason", "text"),
-    ("text_sha256", "text"), ("pipeline_fingerprint", "text"), ("run_id", "text"),
-    ("embedding", "vector"), ("embedding_model", "text"),
-]
 _SQL_TYPES = {"int4": "integer", "int8": "bigint", "bool": "boolean"}
 VIEW_COLUMNS = ["collection", "chunk_id", "doc_id", "source_path", "source_type", "heading_path",
                 "breadcrumb", "text", "seq", "quality", "embedding_model"]
@@ -450,8 +443,40 @@ class PgStore(RunRecords):
                 self._copy_chunks(coll, loaded)
             released = shared_text.release(self.conn, table, registry, self._t("documents"), coll.name,
                                            old - {c["text_sha256"] for c in loaded})
-            self._set_document(coll.name, doc, "done", len(loaded), run_id, None)
+            self._set_documents(coll.name, [(doc, "done", len(loaded), run_id, None)])
         return Committed(len(loaded), len(copies), released)
+
+    @reconnecting
+    def commit_documents(self, coll: Collection, docs: list[dict], chunks: pa.Table, run_id: str,
+                         share_text: bool = True) -> Committed:
+        """commit_document for many documents in one transaction, from Arrow (the parallel writers' path,
+        jobs/store/datasink.py): each of `docs` gets exactly the rows of `chunks` (embedded chunks, in
+        the order of `docs`) with its doc_id, and its checkpoint row `done`. All of them or none commit."""
+        self._register_vector()  # a writer's store never ran migrate()
+        ids = [d["doc_id"] for d in docs]
+        table, registry = self._t(coll.chunk_table), self._t("shared_text")
+        with self.conn.transaction():
+            old: dict[str, set] = defaultdict(set)
+            for doc, sha in self.conn.execute(sql.SQL(
+                    "DELETE FROM {} WHERE doc_id = ANY(%s) RETURNING doc_id, text_sha256").format(table), (ids,)):
+                old[doc].add(sha)
+            of_doc, hashes = chunks.column("doc_id").to_pylist(), chunks.column("text_sha256").to_pylist()
+            keep = (shared_text.stored_mask(self.conn, table, of_doc, hashes) if share_text
+                    else [True] * chunks.num_rows)
+            ids_col = chunks.column("chunk_id").to_pylist()
+            copies = [(d, c, h) for d, c, h, k in zip(of_doc, ids_col, hashes, keep) if not k]
+            shared_text.replace_copies(self.conn, registry, coll.name, ids, copies)
+            stored = chunks.filter(pa.array(keep, pa.bool_())) if copies else chunks
+            arrow_copy.copy_table(self.conn, table, stored)
+            new: dict[str, set] = defaultdict(set)
+            for d, h, k in zip(of_doc, hashes, keep):
+                if k:
+                    new[d].add(h)
+            released = shared_text.release(self.conn, table, registry, self._t("documents"), coll.name,
+                                           set().union(*(hs - new[d] for d, hs in old.items())))
+            per_doc = Counter(d for d, k in zip(of_doc, keep) if k)
+            self._set_documents(coll.name, [(doc, "done", per_doc[doc["doc_id"]], run_id, None) for doc in docs])
+        return Committed(stored.num_rows, len(copies), released)
 
     @reconnecting
     def shared_text_counts(self, coll: Collection) -> dict:
@@ -489,22 +514,24 @@ class PgStore(RunRecords):
                 "WHERE collection = %s AND source_path = %s").format(self._t("documents")),
                 storable([f"[{stage}] {error_class}: {message}"[:2000], run_id, collection, doc["source_path"]]))
 
-    def _set_document(self, collection: str, doc: dict, status: str, chunk_count: int, run_id: str,
-                      error: str | None) -> None:
-        self.conn.execute(sql.SQL(
-            "INSERT INTO {} (collection, source_path, doc_id, source_type, content_sha256, pipeline_fingerprint, "
-            "status, chunk_count, run_id, last_error, source_size, source_etag, updated_at) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now()) "
-            "ON CONFLICT (collection, source_path) DO UPDATE SET doc_id = EXCLUDED.doc_id, "
-            "source_type = EXCLUDED.source_type, content_sha256 = EXCLUDED.content_sha256, "
-            "pipeline_fingerprint = EXCLUDED.pipeline_fingerprint, status = EXCLUDED.status, "
-            "chunk_count = EXCLUDED.chunk_count, run_id = EXCLUDED.run_id, last_error = EXCLUDED.last_error, "
-            "source_size = EXCLUDED.source_size, source_etag = EXCLUDED.source_etag, "
-            "updated_at = now()").format(self._t("documents")),
-            # The listing the content came with (absent, e.g. a reload from Parquet: NULL, so the next plan reads it).
-            storable([collection, doc["source_path"], doc["doc_id"], doc["source_type"], doc["content_sha256"],
-                       doc["pipeline_fingerprint"], status]) + [chunk_count, run_id, storable(error),
-                                                                doc.get("source_size"), doc.get("source_etag")])
+    def _set_documents(self, collection: str, entries: list[tuple[dict, str, int, str, str | None]]) -> None:
+        """Checkpoint rows: (doc, status, chunk_count, run_id, error) each."""
+        with self.conn.cursor() as cur:
+            cur.executemany(sql.SQL(
+                "INSERT INTO {} (collection, source_path, doc_id, source_type, content_sha256, pipeline_fingerprint, "
+                "status, chunk_count, run_id, last_error, source_size, source_etag, updated_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now()) "
+                "ON CONFLICT (collection, source_path) DO UPDATE SET doc_id = EXCLUDED.doc_id, "
+                "source_type = EXCLUDED.source_type, content_sha256 = EXCLUDED.content_sha256, "
+                "pipeline_fingerprint = EXCLUDED.pipeline_fingerprint, status = EXCLUDED.status, "
+                "chunk_count = EXCLUDED.chunk_count, run_id = EXCLUDED.run_id, last_error = EXCLUDED.last_error, "
+                "source_size = EXCLUDED.source_size, source_etag = EXCLUDED.source_etag, "
+                "updated_at = now()").format(self._t("documents")),
+                # The listing the content came with (absent, e.g. a reload from Parquet: NULL, so the next plan reads it).
+                [storable([collection, doc["source_path"], doc["doc_id"], doc["source_type"], doc["content_sha256"],
+                           doc["pipeline_fingerprint"], status]) + [chunk_count, run_id, storable(error),
+                                                                    doc.get("source_size"), doc.get("source_etag")]
+                 for doc, status, chunk_count, run_id, error in entries])
 
     @reconnecting
     def delete_document(self, coll: Collection, source_path: str) -> int:

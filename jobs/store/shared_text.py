@@ -30,30 +30,56 @@ def ensure_hash_index(conn, table: sql.Composed, index: sql.Identifier) -> None:
     conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (text_sha256)").format(index, table))
 
 
-def split_shared(conn, table: sql.Composed, chunks: list[dict]) -> tuple[list[dict], list[dict]]:
-    """(chunks to store, copies of text another document holds). Call with the document's own old chunks
-    already deleted, inside its commit transaction, so "another document" is everything left."""
-    if not chunks:
-        return [], []
-    hashes = sorted({c["text_sha256"] for c in chunks})
+# The advisory-lock class of texts being committed (the two-int4 key space, apart from the collections'
+# bigint locks): parallel writers committing one text serialize on it, so exactly one becomes its holder.
+TEXT_LOCK_CLASS = 0x636D7478  # "cmtx"
+
+
+def lock_texts(conn, hashes: list[str]) -> None:
+    """Transaction-level locks on these texts (hex sha256s), taken in one order, so two transactions
+    locking overlapping sets wait for each other instead of deadlocking. Released at commit."""
+    keys = sorted({int(h[:8], 16) - (1 << 31) for h in hashes if h})
+    if keys:
+        # unnest keeps the array's (sorted) order, and the server runs every call before it answers.
+        conn.execute("SELECT pg_advisory_xact_lock(%s, k) FROM unnest(%s::int4[]) AS k", (TEXT_LOCK_CLASS, keys))
+
+
+def stored_mask(conn, table: sql.Composed, doc_ids: list[str], hashes: list[str]) -> list[bool]:
+    """For chunk rows (their documents and text hashes, in commit order), whether each is stored (True)
+    or a copy of text another document holds: one committed before, or an earlier document of the same
+    commit. The same text twice in one document is kept. Call with the committing documents' old chunks
+    already deleted, inside their transaction, so "another document" is everything left."""
+    if not hashes:
+        return []
+    distinct = sorted(set(hashes))
+    lock_texts(conn, distinct)
     held = {r[0] for r in conn.execute(sql.SQL(
-        "SELECT DISTINCT text_sha256 FROM {} WHERE text_sha256 = ANY(%s)").format(table), (hashes,))}
-    if not held:
-        return chunks, []
-    return ([c for c in chunks if c["text_sha256"] not in held],
-            [c for c in chunks if c["text_sha256"] in held])
+        "SELECT DISTINCT text_sha256 FROM {} WHERE text_sha256 = ANY(%s)").format(table), (distinct,))}
+    holder: dict[str, str] = {}
+    return [h not in held and holder.setdefault(h, d) == d for d, h in zip(doc_ids, hashes)]
+
+
+def split_shared(conn, table: sql.Composed, chunks: list[dict]) -> tuple[list[dict], list[dict]]:
+    """One document's (chunks to store, copies of text another document holds); see stored_mask."""
+    mask = stored_mask(conn, table, [c["doc_id"] for c in chunks], [c["text_sha256"] for c in chunks])
+    return [c for c, keep in zip(chunks, mask) if keep], [c for c, keep in zip(chunks, mask) if not keep]
 
 
 def record_copies(conn, registry: sql.Composed, collection: str, doc_id: str, copies: list[dict]) -> None:
     """Replace the document's recorded copies with `copies`."""
-    conn.execute(sql.SQL("DELETE FROM {} WHERE collection = %s AND doc_id = %s").format(registry),
-                 (collection, doc_id))
+    replace_copies(conn, registry, collection, [doc_id], [(doc_id, c["chunk_id"], c["text_sha256"]) for c in copies])
+
+
+def replace_copies(conn, registry: sql.Composed, collection: str, doc_ids: list[str],
+                   copies: list[tuple[str, str, str]]) -> None:
+    """Replace the recorded copies of `doc_ids` with `copies`: (doc_id, chunk_id, text_sha256)."""
+    conn.execute(sql.SQL("DELETE FROM {} WHERE collection = %s AND doc_id = ANY(%s)").format(registry),
+                 (collection, doc_ids))
     if copies:
         with conn.cursor() as cur:
             cur.executemany(sql.SQL(
                 "INSERT INTO {} (collection, doc_id, chunk_id, text_sha256) VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT DO NOTHING").format(registry),
-                [(collection, doc_id, c["chunk_id"], c["text_sha256"]) for c in copies])
+                "ON CONFLICT DO NOTHING").format(registry), [(collection, *c) for c in copies])
 
 
 def release(conn, table: sql.Composed, registry: sql.Composed, documents: sql.Composed, collection: str,

@@ -1,0 +1,79 @@
+"""Chunk rows from an Arrow table into a chunk table by binary COPY, column by column.
+
+The writers' hot path: each column is converted once (pyarrow's C code: `to_pylist` per column, the
+vectors as one float32 matrix read from the list column's value buffer), and each row goes out as a
+tuple of those values, so no row ever becomes a Python dict. Values get what `jobs.rows.storable`
+gives a row: NUL removed from text (Arrow strings are valid UTF-8, so no lone surrogates remain).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from psycopg import sql
+
+from jobs.rows import storable
+
+# Binary COPY column types, in contract order: every contract column is stored.
+CHUNK_COLUMNS: list[tuple[str, str]] = [
+    ("chunk_id", "text"), ("collection", "text"), ("doc_id", "text"), ("source_path", "text"),
+    ("source_type", "text"), ("heading_path", "text[]"), ("breadcrumb", "text"), ("text", "text"),
+    ("embed_text", "text"), ("seq", "int4"), ("char_start", "int8"), ("char_end", "int8"),
+    ("sheet", "text"), ("row", "int8"), ("tags", "text[]"), ("token_count", "int4"),
+    ("word_count", "int4"), ("quality", "text"), ("omitted", "bool"), ("omit_reason", "text"),
+    ("text_sha256", "text"), ("pipeline_fingerprint", "text"), ("run_id", "text"),
+    ("embedding", "vector"), ("embedding_model", "text"),
+]
+
+
+def vectors(column: pa.ChunkedArray | pa.Array, ids: list) -> np.ndarray:
+    """The embedding column as an (n, dimension) float32 matrix. A missing vector is a ValueError naming
+    its chunk: a chunk reaches the store only embedded."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if arr.null_count:
+        missing = ids[arr.is_null().to_pylist().index(True)]
+        raise ValueError(f"chunk {missing} reached the sink without an embedding")
+    n = len(arr)
+    flat = np.asarray(arr.flatten().to_numpy(zero_copy_only=False), dtype=np.float32)
+    if n and flat.size % n:
+        raise ValueError(f"embedding column of {n} rows holds {flat.size} values: vectors of unequal length")
+    return flat.reshape(n, flat.size // n if n else 0)
+
+
+def _text(column: pa.ChunkedArray) -> list:
+    if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+        return [storable(v) for v in column.to_pylist()]  # rare, short lists: the row-wise rule is cheap
+    if column.null_count == len(column):
+        return [None] * len(column)
+    return pc.replace_substring(column, "\x00", "").to_pylist()
+
+
+def columns(table: pa.Table) -> list[list]:
+    """The table's values in CHUNK_COLUMNS order, one Python list per column."""
+    ids = table.column("chunk_id").to_pylist()
+    out = []
+    for name, typ in CHUNK_COLUMNS:
+        if name not in table.column_names:
+            out.append([None] * table.num_rows)
+        elif typ == "vector":
+            out.append(list(vectors(table.column(name), ids)))
+        elif typ.startswith("text"):
+            out.append(ids if name == "chunk_id" else _text(table.column(name)))
+        else:
+            out.append(table.column(name).to_pylist())
+    return out
+
+
+def copy_table(conn, target: sql.Composed, table: pa.Table) -> int:
+    """COPY every row of `table` into `target` (a chunk table); returns the rows written."""
+    if not table.num_rows:
+        return 0
+    cols = sql.SQL(", ").join(sql.Identifier(c) for c, _ in CHUNK_COLUMNS)
+    stmt = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT BINARY)").format(target, cols)
+    values = columns(table)
+    with conn.cursor() as cur, cur.copy(stmt) as copy:
+        copy.set_types([t for _, t in CHUNK_COLUMNS])
+        for row in zip(*values):
+            copy.write_row(row)
+    return table.num_rows

@@ -1,0 +1,107 @@
+"""The parallel writers against the real store and a real Ray: documents split across write tasks,
+text two writers share, and a document the database rejects."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pyarrow as pa
+
+from jobs.store.datasink import ChunkDatasink
+from jobs.store.parquet import contract_schema
+from tests.factories import chunk_row, doc_row, unit_vector
+
+# Ray is imported in the test that joins the session's Ray: it reads RAY_AUTH_MODE (set by that fixture) on import.
+
+DIM = 4
+
+
+def _rows(doc, n, collection, texts=None, **extra):
+    texts = texts or [f"{doc} text {i}" for i in range(n)]
+    return [chunk_row(doc, i, texts[i], unit_vector(i, DIM), collection) | doc_row(doc)
+            | {"row_kind": "chunk", "doc_rows": n, "run_id": "w1"} | extra for i in range(n)]
+
+
+def _table(rows) -> pa.Table:
+    schema = contract_schema(DIM).append(pa.field("row_kind", pa.string())).append(pa.field("doc_rows", pa.int32()))
+    return pa.Table.from_pylist([{k: r.get(k) for k in schema.names} for r in rows], schema=schema)
+
+
+def _sink(store, pg_url, collection, **kw):
+    coll = store.ensure_collection(collection, "m", DIM)
+    return coll, ChunkDatasink(pg_url, "corpusmill", coll, "w1", label=f"test {collection}", **kw)
+
+
+def _stored(store, coll):
+    return store.conn.execute(f"SELECT doc_id, seq, text FROM corpusmill.{coll.chunk_table} ORDER BY 1, 2").fetchall()
+
+
+def _done(*stats):
+    from ray.data.datasource.datasink import WriteResult
+
+    return WriteResult(num_rows=0, size_bytes=0, write_returns=list(stats))
+
+
+def _task(i):
+    return SimpleNamespace(task_idx=i)
+
+
+def test_a_document_split_across_write_tasks_is_staged_then_committed_whole(store, pg_url):
+    coll, sink = _sink(store, pg_url, "ds_split")
+    a, b, c = _rows("a", 3, "ds_split"), _rows("b", 1, "ds_split"), _rows("c", 2, "ds_split")
+    # Task 0 gets b whole and the first rows of a; task 1 the rest of a (one row repeated) and c whole.
+    first = sink.write([_table(b + a[:2])], _task(0))
+    second = sink.write([_table([a[1], a[2]]), _table(c)], _task(1))
+    assert (first.documents, first.staged, second.documents, second.staged) == (1, 1, 1, 1)
+    assert [r[0] for r in _stored(store, coll)] == ["b", "c", "c"]  # a is not committed in part
+    sink.on_write_complete(_done(first, second))
+    assert _stored(store, coll) == [("a", 0, "a text 0"), ("a", 1, "a text 1"), ("a", 2, "a text 2"),
+                                    ("b", 0, "b text 0"), ("c", 0, "c text 0"), ("c", 1, "c text 1")]
+    assert sink.stats.documents == 3 and sink.stats.staged == 2 and sink.stats.duplicate_rows == 1
+    assert store.conn.execute("SELECT count(*) FROM corpusmill.staged_rows WHERE run_id = 'w1' "
+                              "AND collection = 'ds_split'").fetchone()[0] == 0
+    assert store.status("ds_split")["documents"]["done"] == 3
+
+
+def test_a_document_still_missing_rows_at_the_end_is_recorded_and_keeps_its_old_chunks(store, pg_url):
+    coll, sink = _sink(store, pg_url, "ds_missing")
+    earlier = ChunkDatasink(pg_url, "corpusmill", coll, "w0", label="an earlier run")
+    earlier.write([_table(_rows("a", 2, "ds_missing", texts=["old 0", "old 1"]))], _task(0))
+    part = sink.write([_table(_rows("a", 3, "ds_missing")[:2])], _task(1))  # seq 2 never arrives
+    sink.on_write_complete(_done(part))
+    assert [f["error_class"] for f in sink.stats.failures] == ["IncompleteDocument"]
+    assert "missing seq [2]" in sink.stats.failures[0]["message"]
+    assert [r[2] for r in _stored(store, coll)] == ["old 0", "old 1"]
+
+
+def test_a_rejected_document_fails_alone_and_its_transaction_neighbours_land(store, pg_url):
+    coll, sink = _sink(store, pg_url, "ds_reject")
+    store.mark_pending("ds_reject", "w1", [doc_row(d) for d in ("a", "bad", "c")])  # as a run's plan does
+    bad = _rows("bad", 1, "ds_reject")
+    bad[0]["embedding"] = np.array([np.nan, 0, 0, 0], dtype=np.float32)  # pgvector refuses NaN
+    stats = sink.write([_table(_rows("a", 2, "ds_reject") + bad + _rows("c", 1, "ds_reject"))], _task(0))
+    assert (stats.documents, stats.failed) == (2, 1)
+    assert stats.failures[0]["source_path"] == "bad.md" and stats.failures[0]["stage"] == "load"
+    assert sorted({r[0] for r in _stored(store, coll)}) == ["a", "c"]
+    assert store.status("ds_reject")["documents"]["failed"] == 1
+
+
+def test_writers_on_ray_store_shared_text_once_and_split_documents_whole(store, pg_url, ray_address, monkeypatch):
+    monkeypatch.setenv("RAY_ADDRESS", ray_address)
+    import ray
+    import ray.data
+
+    if not ray.is_initialized():
+        ray.init(address=ray_address, log_to_driver=False)
+    coll, sink = _sink(store, pg_url, "ds_ray", batch_rows=3)
+    shared = "the same inherited options block on every page"
+    docs = [_rows(f"d{i}", 3, "ds_ray", texts=[f"d{i} own 0", shared, f"d{i} own 2"]) for i in range(8)]
+    rows = [r for d in docs for r in d]
+    # Blocks of 5 rows: most documents span two blocks, and two write tasks take them.
+    blocks = [_table(rows[i:i + 5]) for i in range(0, len(rows), 5)]
+    ray.data.from_arrow(blocks).write_datasink(sink, concurrency=2)
+    assert sink.stats.documents == 8 and sink.stats.failed == 0
+    stored = _stored(store, coll)
+    assert len(stored) == 8 * 2 + 1  # each document's own two texts, and the shared one once
+    assert sum(1 for r in stored if r[2] == shared) == 1
+    assert store.shared_text_counts(coll)["copies"] == 7
+    assert store.status("ds_ray")["documents"]["done"] == 8
