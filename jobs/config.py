@@ -314,11 +314,16 @@ class EmbeddingConfig(_Strict):
 
 
 class SinkConfig(_Strict):
-    flush_rows: int = Field(2000, ge=1, description="write a Parquet part and commit once this many rows wait")
+    flush_rows: int = Field(2000, ge=1, description="a writer writes a Parquet part and commits once this many "
+                            "rows of whole documents wait")
     flush_seconds: float = Field(5.0, gt=0, description="...or once the oldest waiting document is this old")
     writers: int | Literal["auto"] = Field(
-        "auto", description="parallel write tasks of `load --from-parquet`, each with its own connection and "
-        "COPY stream (auto: half this machine's cores, 2 to 4)")
+        "auto", description="parallel write tasks of ingest and `load --from-parquet`, each with its own "
+        "connection and COPY stream (auto: half the cores, 2 to 4)")
+    placement: Literal["auto", "driver", "spread"] = Field(
+        "auto", description="where the writers run: auto (the driver's node when the run directory is a local "
+        "path or the database URL is a Unix socket or localhost, else spread over the nodes), driver, or spread "
+        "(every node must reach the database and the run directory)")
 
     def writers_for(self, cores: int | None = None) -> int:
         if self.writers != "auto":

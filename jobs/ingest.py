@@ -4,9 +4,10 @@
                 └─ excel: rows → chunks (tasks) ─────────────────────────────────────────┴─► embed (actors) ─► sink
 
 On a local Ray whose sentences run on CPU, the three Markdown stages are one pass inside the spaCy
-actors (`ray.fuse_markdown`). The sink runs in the driver and commits document by document (see
-jobs/store/sink.py), so killing the job at any moment loses at most the documents in flight; the
-next run resumes with them.
+actors (`ray.fuse_markdown`). The sink is parallel write tasks on the workers (`sink.writers`), each
+committing whole documents with their checkpoint rows (jobs/store/datasink.py), so killing the job at
+any moment loses at most the documents in flight; the next run resumes with them. No row passes
+through the driver.
 """
 
 from __future__ import annotations
@@ -49,10 +50,10 @@ from jobs.sources.reads import local_read_refusal, read_bytes
 from jobs.sources.storage import StorageOptions
 from jobs.sources.uris import is_remote, join, local_path
 from jobs.store.connection import DatabaseUnavailable
+from jobs.store.datasink import ChunkDatasink, Progress, SinkStats, placement
 from jobs.store.locks import CollectionBusy
 from jobs.store.parquet import RunOutput
 from jobs.store.pgvector import PgStore
-from jobs.store.sink import DocumentSink
 from jobs.store.url import database_url
 from jobs.tools.report import write_report
 
@@ -94,6 +95,39 @@ def input_roots(cfg: JobConfig) -> list[str]:
     if cfg.input.roots or cfg.input.manifest is None:
         return list(cfg.input.roots)
     return list(load_manifest(cfg.input.manifest)["roots"])
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """The error under Ray's wrappers (a task's exception reaches the driver inside RayTaskError and
+    Ray Data's own errors)."""
+    seen = []
+    while exc is not None and exc not in seen:
+        seen.append(exc)
+        inner = getattr(exc, "cause", None) or exc.__cause__
+        if inner is None:
+            return exc
+        exc = inner
+    return seen[-1]
+
+
+def _record_lost(store: PgStore, coll, run_id: str, stats: SinkStats) -> None:
+    """Documents of this run still pending after the write: the pipeline never returned them (a block that
+    failed past its retries, e.g. a worker killed each time it ran). Recorded failed; the next run
+    retries them."""
+    for doc in store.pending_of_run(coll.name, run_id):
+        message = ("the pipeline returned no rows for this file (its block failed past its retries, e.g. a "
+                   "worker killed each time it ran); it will be retried")
+        store.record_failure(coll.name, doc, run_id, "pipeline", "LostDocument", message)
+        stats.docs_failed += 1
+        stats.failures.append({"source_path": doc["source_path"], "stage": "pipeline", "error_class": "LostDocument",
+                               "message": message})
+
+
+def cores_of(cfg: JobConfig) -> int:
+    """The cores the writers share: this machine's on a local Ray, the cluster's CPUs on one joined."""
+    if not os.environ.get("RAY_ADDRESS"):
+        return os.cpu_count() or 1
+    return int(ray.cluster_resources().get("CPU", 1))
 
 
 def check_reachable(cfg: JobConfig) -> None:
@@ -175,7 +209,7 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
     retries = cfg.ray.task_retries
     # A block whose task failed past its retries (its worker died each time) is dropped instead of
     # aborting the run: the sink then finds its documents missing and records them `LostDocument`,
-    # to be retried by the next run (DocumentSink.record_lost). Our stages turn a document's own
+    # to be retried by the next run (_record_lost). Our stages turn a document's own
     # exceptions into error rows, so what fails a whole block is a lost worker, not one bad file.
     ray.data.DataContext.get_current().max_errored_blocks = -1
 
@@ -340,50 +374,61 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
             "content_sha256": f.content_sha256, "size_bytes": f.size_bytes,
             "pipeline_fingerprint": fingerprint, "run_id": run_id,
         } for f in plan.to_process]
-        listing = {i["doc_id"]: {"source_size": f.size_bytes, "source_etag": f.listing_tag}
-                   for i, f in zip(items, plan.to_process)}
-        store.mark_pending(cfg.collection, run_id, items)
+        # The listing each file came with goes on its pending row; its commit keeps it (keep_listing).
+        store.mark_pending(cfg.collection, run_id, [dict(i, source_size=f.size_bytes, source_etag=f.listing_tag)
+                                                    for i, f in zip(items, plan.to_process)])
         if cfg.input.read_via_driver:
             for item in items:  # local files only: object-store URIs are read by the tasks themselves
                 if not is_remote(item["abs_path"]):
                     item["content"] = read_bytes(item["abs_path"])
 
-        sink = DocumentSink(store, coll, output, run_id, len(items), cfg.sink.flush_rows, cfg.sink.flush_seconds,
-                            listing=listing, share_text=cfg.database.shared_text == "once")
+        url = database_url(cfg)
+        sink = ChunkDatasink(url, cfg.database.schema_name, coll, run_id, label=f"corpusmill ingest {run_id}",
+                             share_text=cfg.database.shared_text == "once", batch_rows=cfg.sink.flush_rows,
+                             batch_seconds=cfg.sink.flush_seconds,
+                             reconnect_seconds=cfg.database.reconnect_seconds, parts=output.part_writer(),
+                             keep_listing=True)
         status = "ok"
         if items:
             ds = build_dataset(cfg, [i for i in items if i["source_type"] == "markdown"],
                                [i for i in items if i["source_type"] == "excel"], storage)
+            writers = cfg.sink.writers_for(cores_of(cfg))
+            log.info("writing: %d parallel writers", writers)
             try:
-                for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
-                    sink.write(batch.to_pylist())
-                sink.flush()
+                with Progress(url, cfg.database.schema_name, cfg.collection, run_id, len(items)):
+                    # A writer waits on the database more than it computes: it holds no CPU, so actors that
+                    # hold every CPU of a local Ray cannot starve it; `concurrency` bounds the writers.
+                    ds.write_datasink(sink, concurrency=writers,
+                                      ray_remote_args=placement(output.uri, url, cfg.sink.placement) | {"num_cpus": 0})
             except BaseException as exc:
                 # Committed documents stay committed; the rest stay pending and the next run resumes them.
-                database_fault = isinstance(exc, (DatabaseUnavailable, CollectionBusy, psycopg.Error))
-                if not isinstance(exc, DatabaseUnavailable):  # a server that is gone would be waited for again
+                cause = _cause(exc)
+                database_fault = isinstance(cause, (DatabaseUnavailable, CollectionBusy, psycopg.Error))
+                if not isinstance(cause, DatabaseUnavailable):  # a server that is gone would be waited for again
                     try:
-                        sink.flush()
                         store.finish_run(run_id, "aborted", {"plan": plan.counts()}, {})
                     except Exception:  # the database itself is what failed: nothing more can be recorded
                         log.debug("could not record the aborted run", exc_info=True)
                 if database_fault:
-                    done = sink.stats.docs_done + sink.stats.docs_failed
-                    what = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    done = store.run_document_counts(cfg.collection, run_id)
+                    what = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
                     raise RunStopped(
-                        f"run {run_id} stopped after {done} of {len(items)} documents: {what}. Every committed "
-                        f"document is kept; run the same command again to resume (the rest are still pending)"
-                    ) from exc
+                        f"run {run_id} stopped after {done['done'] + done['failed']} of {len(items)} documents: "
+                        f"{what}. Every committed document is kept; run the same command again to resume "
+                        f"(the rest are still pending)") from exc
                 raise
-            sink.record_lost(items)
-            stage_stats["pipeline"] = operator_stats(ds)
-            stage_stats["sink"] = {"documents": len(items), "seconds": round(sink.seconds, 3)}
+            _record_lost(store, coll, run_id, sink.stats)
+            output.fetch_parts()
+            stage_stats["pipeline"] = operator_stats(ds._write_ds if getattr(ds, "_write_ds", None) else ds)
+            stage_stats["sink"] = {"documents": len(items), "seconds": round(sink.stats.seconds, 3),
+                                   "writers": writers, "transactions": sink.stats.transactions,
+                                   "nodes": len(sink.stats.nodes)}
             stage_stats["stages"] = stage_summary(stage_stats, sink.stats.vectors)
             try:
-                output.write_text("ray_stats.txt", ds.stats() + "\n")
+                output.write_text("ray_stats.txt", (ds._write_ds or ds).stats() + "\n")
             except Exception:  # stats are a nicety; never fail a finished run over them
                 log.debug("could not write Ray Data stats", exc_info=True)
-            ds = batch = None  # their blocks belong to the Ray that stops now
+            ds = None  # its blocks belong to the Ray that stops now
             if started_ray:
                 stopping.append(stop_ray_in_background())
             t_index = time.monotonic()

@@ -117,19 +117,6 @@ def _schema(run_dir, path: str, storage) -> pa.Schema:
     return pq.read_schema(path)
 
 
-def _remote_args(run_dir, url: str) -> dict:
-    """Where the tasks may run: anywhere, unless the run directory or the database is reachable only from
-    this machine (a local path; a Unix socket or localhost), then on the driver's node."""
-    import ray  # late, as in load_from_parquet
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # late
-
-    from jobs.store.datasink import local_only  # late: it imports Ray Data
-
-    if is_remote(run_dir) and not local_only(url):
-        return {}
-    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)}
-
-
 def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: str | None = None,
                       writers: int | None = None) -> dict:
     """Each run's documents committed by `writers` parallel write tasks (default `sink.writers`)."""
@@ -137,7 +124,7 @@ def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: st
     import ray.data
 
     from jobs.ray_session import init_ray, stop_ray_in_background  # late: imports Ray
-    from jobs.store.datasink import ChunkDatasink, WriteStats  # late: imports Ray Data
+    from jobs.store.datasink import ChunkDatasink, SinkStats, placement  # late: imports Ray Data
 
     writers = writers or cfg.sink.writers_for()
     loaded = {"documents": 0, "vectors": 0, "shared": 0, "runs": 0, "duplicates_dropped": 0, "failed": 0,
@@ -174,18 +161,19 @@ def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: st
                 run_name = Path(str(run_dir).rstrip("/")).name
                 log.info("loading %s: %d parts, %d documents, %d writers", run_dir, len(paths), len(index.last), writers)
                 items = [{"path": p, "skip": sorted(index.skip.get(i, ()))} for i, p in enumerate(paths)]
-                args = _remote_args(run_dir, url)
+                args = placement(run_dir, url, cfg.sink.placement)
                 sink = ChunkDatasink(url, cfg.database.schema_name, coll, run_name, label=f"corpusmill load {run_name}",
                                      share_text=cfg.database.shared_text == "once",
-                                     batch_rows=cfg.sink.flush_rows, reconnect_seconds=cfg.database.reconnect_seconds)
+                                     batch_rows=cfg.sink.flush_rows, batch_seconds=cfg.sink.flush_seconds,
+                                     reconnect_seconds=cfg.database.reconnect_seconds)
                 (ray.data.from_items(items, override_num_blocks=len(items))
                  .map_batches(_ReadParts(str(run_dir), name, storage), batch_size=1, batch_format="pyarrow", **args)
-                 .write_datasink(sink, concurrency=writers, ray_remote_args=args or None))
-                stats: WriteStats = sink.stats
-                loaded["documents"] += stats.documents
+                 .write_datasink(sink, concurrency=writers, ray_remote_args=args | {"num_cpus": 0}))
+                stats: SinkStats = sink.stats
+                loaded["documents"] += stats.docs_done
                 loaded["vectors"] += stats.vectors
                 loaded["shared"] += stats.shared
-                loaded["failed"] += stats.failed
+                loaded["failed"] += stats.docs_failed
                 loaded["duplicates_dropped"] += index.dropped + stats.duplicate_rows
                 loaded["runs"] += 1
                 log.info("loaded %s: %d documents so far (%d duplicate rows dropped, %d transactions)", run_dir,

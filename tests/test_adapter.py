@@ -97,7 +97,7 @@ def test_a_block_whose_worker_dies_each_time_is_dropped_after_its_retries_and_th
     out = subprocess.run([sys.executable, "-c", _LOST_WORKER, kind], env=env, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
-    # The sink then records the missing document (`LostDocument`) for the next run: tests/store/test_sink.py.
+    # The run then records the missing document (`LostDocument`) for the next run: tests/test_ingest.py.
     result = next(line for line in out.stdout.splitlines() if line.startswith("RESULT "))
     assert json.loads(result.removeprefix("RESULT ")) == ["a", "b", "c"]
 

@@ -472,3 +472,18 @@ def test_a_run_that_starts_its_own_ray_stops_it_before_returning(tmp_path, corpu
     finally:
         subprocess.run(["pkill", "-f", ray_tmp], capture_output=True)
         shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def test_documents_the_pipeline_never_returned_are_recorded_lost_for_the_next_run(store):
+    from jobs.ingest import _record_lost
+    from jobs.store.datasink import SinkStats
+    from tests.factories import doc_row
+
+    coll = store.ensure_collection("lost_docs", "m", 4)
+    store.mark_pending("lost_docs", "r1", [doc_row(d) for d in ("a", "b")])
+    store.commit_document(coll, doc_row("a"), [], "r1")
+    stats = SinkStats()
+    _record_lost(store, coll, "r1", stats)
+    assert [(f["source_path"], f["stage"], f["error_class"]) for f in stats.failures] == [("b.md", "pipeline", "LostDocument")]
+    assert store.status("lost_docs")["documents"] == {"done": 1, "failed": 1, "pending": 0}
+    assert store.run_document_counts("lost_docs", "r1") == {"done": 1, "failed": 1, "pending": 0}

@@ -148,3 +148,26 @@ def test_worker_node_killed_mid_run_every_document_lands_once(tmp_path, corpus, 
         time.sleep(2)
     assert cluster.alive_nodes() == 2
     print(f"after losing a node: first job rc={job.returncode}, {len(rows)} chunks of {n_docs} documents")
+
+
+def test_writers_spread_over_the_worker_nodes_and_every_document_lands_once(tmp_path, corpus, cluster, pg_url):
+    big = big_corpus(corpus, tmp_path / "big", copies=5)  # 30 documents
+    n_docs = len(list(big.rglob("*.md")))
+    # One machine: every node reaches the embedded server's socket and the run directory, so the writers
+    # may spread; small embed batches give them many blocks to share.
+    cfg = write_config(tmp_path / "spread.yaml", "e2e_spread", [f"file://{big}"], sink__placement="spread",
+                       sink__writers=4, sink__flush_rows=1, embedding__resources__batch_size=4, **COPIES)
+    secret = tmp_path / "db-url"
+    secret.write_text(pg_url)
+    env = dict(cluster.env, RAY_ADDRESS=cluster.dashboard, DATABASE_URL_FILE=str(secret), SUBMIT_ID="mn-spread")
+    out = subprocess.run([str(REPO / "ops" / "submit.sh"), "ingest", "--config", str(cfg), "--output",
+                          str(tmp_path / "runs")], env=env, cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout + out.stderr
+    with psycopg.connect(pg_url) as conn:
+        (sink,) = conn.execute("SELECT stage_stats->'sink' FROM corpusmill.runs WHERE collection = 'e2e_spread'").fetchone()
+        docs = conn.execute("SELECT status, count(*) FROM corpusmill.documents WHERE collection = 'e2e_spread' "
+                            "GROUP BY status").fetchall()
+    assert sink["writers"] == 4 and sink["nodes"] >= 2, sink  # writers ran on more than one node
+    assert docs == [("done", n_docs)]
+    rows = chunk_rows(pg_url, "e2e_spread")
+    assert len({r[0] for r in rows}) == len(rows) and len({(r[1], r[2]) for r in rows}) == len(rows)

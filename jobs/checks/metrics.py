@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jobs.checks.distribution import length_summary
-from jobs.store.sink import SinkStats
+
+if TYPE_CHECKING:  # the writers' counts; importing them at run time would import Ray Data
+    from jobs.store.datasink import SinkStats
 
 
 def _histogram(tally: Counter, edges: list[int]) -> dict[str, int]:

@@ -27,6 +27,18 @@ CHUNK_COLUMNS: list[tuple[str, str]] = [
 ]
 
 
+_ARROW_TYPES = {"text": pa.string(), "text[]": pa.list_(pa.string()), "int4": pa.int32(), "int8": pa.int64(),
+                "bool": pa.bool_(), "vector": pa.list_(pa.float32())}
+
+
+def rows_table(rows: list[dict]) -> pa.Table:
+    """Chunk row dicts as the table copy_table takes (a single document's commit, tests, tools)."""
+    schema = pa.schema([(name, _ARROW_TYPES[typ]) for name, typ in CHUNK_COLUMNS])
+    text = {name for name, typ in CHUNK_COLUMNS if typ.startswith("text")}
+    return pa.Table.from_pylist([{name: storable(r.get(name)) if name in text else r.get(name) for name in schema.names}
+                                 for r in rows], schema=schema)
+
+
 def vectors(column: pa.ChunkedArray | pa.Array, ids: list) -> np.ndarray:
     """The embedding column as an (n, dimension) float32 matrix. A missing vector is a ValueError naming
     its chunk: a chunk reaches the store only embedded."""

@@ -1,74 +1,123 @@
 """The parallel write path: a Ray Data Datasink whose write tasks commit documents from the workers.
 
-Rows in: chunk-schema rows (jobs/rows.py) with `row_kind` and `doc_rows`, and the document-level
-columns the checkpoint row needs (`content_sha256`, `pipeline_fingerprint`; `source_size` and
-`source_etag` where a listing gave them). No row passes through the driver.
+Rows in: chunk-schema rows (jobs/rows.py CHUNK_SCHEMA: `row_kind`, `doc_rows`, `content_sha256`,
+`doc_stats`, the error columns). No row passes through the driver: ingest and `load` both end in
+`Dataset.write_datasink(ChunkDatasink(…), concurrency=writers)`.
 
 Guarantee, step by step as Ray's own sinks state theirs:
-- `on_write_start` (driver, once): nothing to create; the store's migrations made the staging table.
 - `write` (each task, on a worker, with its own connection, named `<label> writer <task>` in
-  `pg_stat_activity`): the task's rows are grouped by document. A document whose `doc_rows` rows
-  have all arrived is committed atomically with its checkpoint row (PgStore.commit_documents), many
-  documents per transaction (`batch_rows`), so a crash leaves each document fully old or fully new
-  and the documents table says which. A document the task received only in part (Ray Data split its
-  rows across tasks) is staged in the database (`staged_rows`), not committed. A document with an
-  error row is recorded failed and keeps its old chunks; one the database rejects is recorded failed
-  at stage `load` without taking the other documents of its transaction with it.
+  `pg_stat_activity`): the task's rows are grouped by document. Documents whose `doc_rows` rows
+  have all arrived go out in batches of about `batch_rows` rows: first their chunk rows into a
+  Parquet part of the run (`parts`; named by attempt and task, written whole or not at all), then
+  one transaction that replaces each document's chunks and marks it done (PgStore.commit_documents).
+  So Parquet holds every committed document, a crash leaves each document fully old or fully new,
+  and the documents table says which. A document with an error row is recorded failed and keeps
+  its old chunks; one the database rejects is recorded failed at stage `load` without taking the
+  other documents of its transaction with it. A document the task received only in part (Ray Data
+  split its rows across tasks) is staged in the database (`staged_rows`), not committed.
 - `on_write_complete` (driver): the staged parts are assembled per document and committed the same
   way; a document still missing rows is recorded failed (`IncompleteDocument`) and keeps its old
-  chunks. Index builds and gates are the caller's, after this.
+  chunks. The writers' counts are summed into `stats`. Index builds, gates and the documents the
+  pipeline never returned (still `pending`) are the caller's, after this.
 - `on_write_failed`: staged rows stay; the documents they belong to are not done, so a rerun
   processes them again and replaces whatever a task committed before the failure.
 A task Ray retries commits its whole documents again: each replaces rather than duplicates (chunk_id
 is the primary key, and a document's old rows go in the transaction that adds its new ones). Text
 one document shares with another is stored once (`database.shared_text`): writers committing the
-same text take a lock on it, so exactly one becomes its holder (jobs/store/shared_text.py).
+same text take a lock on it, so exactly one becomes its holder (jobs/store/shared_text.py). A
+connection lost to a server restart is the store's to heal (PgStore reconnects and replays the
+transaction); a server that stays away fails the task, and Ray's retries, then the run.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from collections import defaultdict
+import threading
+import time
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable
 
 import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
+import ray
 from psycopg import sql
 from ray.data import Datasink
 from ray.data.datasource.datasink import WriteResult
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from jobs.sources.uris import is_remote
+from jobs.store.connection import connect_with_backoff, reconnecting
+from jobs.store.parquet import PartWriter
 from jobs.store.pgvector import Collection, PgStore
-from jobs.store.sink import DOCUMENT_FAULTS
 
 log = logging.getLogger(__name__)
 
+ASSEMBLED_TASK = 9999  # the task number in the names of parts the driver writes for documents it assembled
 DOC_COLUMNS = ("doc_id", "source_path", "source_type", "content_sha256", "pipeline_fingerprint",
                "source_size", "source_etag")
 
 
+# What one document's rows can provoke: a value PostgreSQL rejects (NaN in a vector, an out-of-range
+# number), a constraint, a row over a size limit, or our own check of a chunk (no embedding).
+DOCUMENT_FAULTS = (psycopg.DataError, psycopg.IntegrityError, psycopg.errors.ProgramLimitExceeded, ValueError)
+
+
 @dataclass
-class WriteStats:
-    """What writers committed; summed over tasks by `on_write_complete`."""
-    documents: int = 0
-    empty: int = 0
-    failed: int = 0
+class SinkStats:
+    """What writers committed, counted per task and summed by `on_write_complete` (fixed size: tallies,
+    not lists of chunks; failures are one entry per failed document)."""
+    docs_done: int = 0
+    docs_empty: int = 0
+    docs_failed: int = 0
+    chunks: int = 0
     vectors: int = 0
     omitted: int = 0
-    shared: int = 0
-    released: int = 0
-    staged: int = 0  # documents a task received only in part, assembled at the end
-    duplicate_rows: int = 0  # rows that arrived twice (a retried block): each seq commits once
-    transactions: int = 0
+    quality: Counter = field(default_factory=Counter)
+    omit_reasons: Counter = field(default_factory=Counter)
+    by_source_type: Counter = field(default_factory=Counter)
+    text_changes: Counter = field(default_factory=Counter)  # normalization, dedupe, merges (doc_stats)
+    # Tokens and words of embedded chunks, tallied (value -> chunks): as big as the distinct values, not the run.
+    tokens: Counter = field(default_factory=Counter)
+    words: Counter = field(default_factory=Counter)
     failures: list[dict] = field(default_factory=list)
+    duplicate_rows: int = 0  # rows that arrived twice (a retried block): each seq commits once
+    shared: int = 0  # chunks whose text another document holds: recorded, not stored again
+    released: int = 0  # other documents marked pending: a text only a replaced document held is gone
+    staged: int = 0  # documents a task received only in part, assembled at the end
+    transactions: int = 0
+    parts: int = 0  # Parquet parts written
+    seconds: float = 0.0  # writers' time writing Parquet and committing, summed over tasks
+    nodes: set = field(default_factory=set)  # Ray nodes the writers ran on (ids, shortened)
 
-    def add(self, other: "WriteStats") -> None:
+    def add(self, other: "SinkStats") -> None:
         for name, value in vars(other).items():
             if name == "failures":
                 self.failures.extend(value)
+            elif name == "nodes":
+                self.nodes |= value
             else:
                 setattr(self, name, getattr(self, name) + value)
+
+    def count(self, table: pa.Table) -> None:
+        """Tally a committed batch's chunk rows (all of them: embedded and omitted)."""
+        chunks = table.filter(pc.equal(table.column("row_kind"), "chunk"))
+        omitted = pc.fill_null(chunks.column("omitted"), False)
+        self.chunks += chunks.num_rows
+        self.omitted += pc.sum(omitted).as_py() or 0
+        for name, counter in (("quality", self.quality), ("source_type", self.by_source_type)):
+            counter.update({k: v for k, v in Counter(chunks.column(name).to_pylist()).items() if k is not None})
+        dropped = chunks.filter(omitted).column("omit_reason").to_pylist()
+        self.omit_reasons.update((r or "").split(":")[0] for r in dropped)
+        kept = chunks.filter(pc.invert(omitted))
+        self.tokens.update(kept.column("token_count").to_pylist())
+        self.words.update(kept.column("word_count").to_pylist())
+        if "doc_stats" in table.column_names:
+            for raw in table.column("doc_stats").drop_null().to_pylist():
+                if raw:
+                    self.text_changes.update(json.loads(raw))
 
 
 def _seqs(table: pa.Table) -> list[int]:
@@ -140,53 +189,96 @@ def _split_documents(table: pa.Table) -> list[tuple[dict, pa.Table]]:
     return out
 
 
+class WriterStore(PgStore):
+    """A writer's store: its first connection waits for a server that is restarting (bounded backoff, as a
+    reconnect does), and every call below, like the store's own, heals a lost connection and replays."""
+
+    def _connect(self) -> psycopg.Connection:
+        return connect_with_backoff(self.url, self.application_name, self.reconnect_seconds)
+
+    def _staged(self) -> sql.Composed:
+        return self._t("staged_rows")
+
+    @reconnecting
+    def stage(self, run_id: str, collection: str, partial: dict[str, pa.Table]) -> None:
+        with self.conn.transaction(), self.conn.cursor() as cur:
+            cur.executemany(sql.SQL("INSERT INTO {} (run_id, collection, doc_id, rows) VALUES (%s, %s, %s, %s)").format(
+                self._staged()), [(run_id, collection, d, _ipc(t)) for d, t in partial.items()])
+
+    @reconnecting
+    def staged_documents(self, run_id: str, collection: str) -> list[str]:
+        return [r[0] for r in self.conn.execute(sql.SQL(
+            "SELECT DISTINCT doc_id FROM {} WHERE run_id = %s AND collection = %s ORDER BY 1").format(self._staged()),
+            (run_id, collection))]
+
+    @reconnecting
+    def staged_pieces(self, run_id: str, collection: str, doc_id: str) -> list[pa.Table]:
+        return [_from_ipc(r[0]) for r in self.conn.execute(sql.SQL(
+            "SELECT rows FROM {} WHERE run_id = %s AND collection = %s AND doc_id = %s").format(self._staged()),
+            (run_id, collection, doc_id))]
+
+    @reconnecting
+    def unstage(self, run_id: str, collection: str, doc_id: str) -> None:
+        self.conn.execute(sql.SQL("DELETE FROM {} WHERE run_id = %s AND collection = %s AND doc_id = %s").format(
+            self._staged()), (run_id, collection, doc_id))
+
+    @reconnecting
+    def done_in_run(self, collection: str, source_path: str, run_id: str) -> bool:
+        row = self.conn.execute(sql.SQL("SELECT status, run_id FROM {} WHERE collection = %s AND source_path = %s").format(
+            self._t("documents")), (collection, source_path)).fetchone()
+        return bool(row) and row[0] == "done" and row[1] == run_id
+
+
 class ChunkDatasink(Datasink):
     """Commit documents from Ray Data write tasks (module docstring: the guarantee). `label` names the
-    job in `pg_stat_activity` (`corpusmill load <run>`); `batch_rows`: rows per transaction."""
+    job in `pg_stat_activity` (`corpusmill ingest <run>`); a transaction commits once `batch_rows` rows
+    of whole documents wait, or the oldest has waited `batch_seconds`, or the task's input ends; `parts`:
+    where the tasks write the run's Parquet (None: no Parquet, as a reload writes none);
+    `keep_listing`: documents keep the listing their pending row holds (an ingest's plan)."""
 
     def __init__(self, url: str, schema: str, coll: Collection, run_id: str, *, label: str,
-                 share_text: bool = True, batch_rows: int = 2000, reconnect_seconds: float = 60.0):
+                 share_text: bool = True, batch_rows: int = 2000, batch_seconds: float = 5.0,
+                 reconnect_seconds: float = 60.0, parts: PartWriter | None = None, keep_listing: bool = False):
         self.url, self.schema, self.coll, self.run_id, self.label = url, schema, coll, run_id, label
         self.share_text, self.batch_rows, self.reconnect_seconds = share_text, batch_rows, reconnect_seconds
-        self.stats = WriteStats()
+        self.batch_seconds = batch_seconds
+        self.parts, self.keep_listing = parts, keep_listing
+        self.stats = SinkStats()
 
     def get_name(self) -> str:
         return "CorpusmillWrite"
 
     # ---- on the workers ---------------------------------------------------------------------------
-    def write(self, blocks: Iterable[pa.Table], ctx) -> WriteStats:
-        stats = WriteStats()
-        name = f"{self.label} writer {getattr(ctx, 'task_idx', 0)}"
-        with PgStore(self.url, self.schema, application_name=name, reconnect_seconds=self.reconnect_seconds) as store:
-            gathered, ready, ready_rows = _Documents(), [], 0
+    def write(self, blocks: Iterable[pa.Table], ctx) -> SinkStats:
+        stats, task = SinkStats(), getattr(ctx, "task_idx", 0)
+        stats.nodes.add(ray.get_runtime_context().get_node_id()[:12] if ray.is_initialized() else "driver")
+        with WriterStore(self.url, self.schema, application_name=f"{self.label} writer {task}",
+                         reconnect_seconds=self.reconnect_seconds) as store:
+            gathered, ready, ready_rows, oldest = _Documents(), [], 0, None
             for block in blocks:
                 block = pa.table(block) if not isinstance(block, pa.Table) else block
                 for doc in gathered.add(block):
                     ready.append(doc)
                     ready_rows += doc.num_rows
-                if ready_rows >= self.batch_rows:
-                    self._commit(store, pa.concat_tables(ready), stats)
-                    ready, ready_rows = [], 0
+                    oldest = oldest or time.monotonic()
+                if ready and (ready_rows >= self.batch_rows or time.monotonic() - oldest >= self.batch_seconds):
+                    self._commit(store, pa.concat_tables(ready), stats, task)
+                    ready, ready_rows, oldest = [], 0, None
             if ready:
-                self._commit(store, pa.concat_tables(ready), stats)
+                self._commit(store, pa.concat_tables(ready), stats, task)
             partial = gathered.partial()
             if partial:
-                self._stage(store, partial)
+                store.stage(self.run_id, self.coll.name, partial)
                 stats.staged += len(partial)
             stats.duplicate_rows += gathered.repeats
         return stats
 
-    def _stage(self, store: PgStore, partial: dict[str, pa.Table]) -> None:
-        with store.conn.transaction(), store.conn.cursor() as cur:
-            cur.executemany(sql.SQL("INSERT INTO {} (run_id, collection, doc_id, rows) VALUES (%s, %s, %s, %s)").format(
-                sql.Identifier(self.schema, "staged_rows")),
-                [(self.run_id, self.coll.name, d, _ipc(t)) for d, t in partial.items()])
-
-    def _commit(self, store: PgStore, table: pa.Table, stats: WriteStats) -> None:
-        """Whole documents (contiguous rows): error documents recorded, the rest in one transaction; if the
-        database rejects it, document by document, so only the one at fault is recorded failed."""
-        kinds = table.column("row_kind")
-        if pc.any(pc.equal(kinds, "error")).as_py():
+    def _commit(self, store: PgStore, table: pa.Table, stats: SinkStats, task: int) -> None:
+        """Whole documents (contiguous rows): error documents recorded; the rest into a Parquet part, then
+        in one transaction; if the database rejects it, document by document, so only the one at fault
+        is recorded failed."""
+        t0 = time.monotonic()
+        if pc.any(pc.equal(table.column("row_kind"), "error")).as_py():
             good = []
             for head, rows in _split_documents(table):
                 errors = rows.filter(pc.equal(rows.column("row_kind"), "error"))
@@ -195,37 +287,40 @@ class ChunkDatasink(Datasink):
                     self._fail(store, head, e["error_stage"], e["error_class"], e["error_message"], stats)
                 else:
                     good.append(rows)
-            if not good:
-                return
-            table = pa.concat_tables(good)
-        docs = _split_documents(table)
-        try:
-            self._commit_batch(store, [h for h, _ in docs], table, stats)
-        except DOCUMENT_FAULTS:
-            for head, rows in docs:
-                try:
-                    self._commit_batch(store, [head], rows, stats)
-                except DOCUMENT_FAULTS as exc:
-                    log.warning("%s: could not load (%s: %s)", head["source_path"], type(exc).__name__, exc)
-                    self._fail(store, head, "load", type(exc).__name__, str(exc).strip() or repr(exc), stats)
+            table = pa.concat_tables(good) if good else None
+        if table is not None:
+            if self.parts is not None:
+                stats.parts += self.parts.write(table.filter(pc.equal(table.column("row_kind"), "chunk")), task)
+            docs = _split_documents(table)
+            try:
+                self._commit_batch(store, [h for h, _ in docs], table, stats)
+            except DOCUMENT_FAULTS:
+                for head, rows in docs:
+                    try:
+                        self._commit_batch(store, [head], rows, stats)
+                    except DOCUMENT_FAULTS as exc:
+                        log.warning("%s: could not load (%s: %s)", head["source_path"], type(exc).__name__, exc)
+                        self._fail(store, head, "load", type(exc).__name__, str(exc).strip() or repr(exc), stats)
+        stats.seconds += time.monotonic() - t0
 
-    def _commit_batch(self, store: PgStore, heads: list[dict], table: pa.Table, stats: WriteStats) -> None:
+    def _commit_batch(self, store: PgStore, heads: list[dict], table: pa.Table, stats: SinkStats) -> None:
         chunk = pc.equal(table.column("row_kind"), "chunk")
         omitted = pc.and_(chunk, pc.fill_null(table.column("omitted"), False))
         embedded = table.filter(pc.and_(chunk, pc.invert(omitted)))
-        committed = store.commit_documents(self.coll, heads, embedded, self.run_id, self.share_text)
+        committed = store.commit_documents(self.coll, heads, embedded, self.run_id, self.share_text,
+                                           keep_listing=self.keep_listing)
         with_chunks = set(table.filter(chunk).column("doc_id").to_pylist())
         stats.transactions += 1
-        stats.documents += len(heads)
-        stats.empty += sum(1 for h in heads if h["doc_id"] not in with_chunks)
+        stats.docs_done += len(heads)
+        stats.docs_empty += sum(1 for h in heads if h["doc_id"] not in with_chunks)
         stats.vectors += committed.vectors
         stats.shared += committed.shared
         stats.released += committed.released
-        stats.omitted += pc.sum(omitted).as_py() or 0
+        stats.count(table)
 
-    def _fail(self, store: PgStore, head: dict, stage: str, cls: str, message: str, stats: WriteStats) -> None:
+    def _fail(self, store: PgStore, head: dict, stage: str, cls: str, message: str, stats: SinkStats) -> None:
         store.record_failure(self.coll.name, head, self.run_id, stage, cls, message)
-        stats.failed += 1
+        stats.docs_failed += 1
         stats.failures.append({"source_path": head["source_path"], "stage": stage, "error_class": cls,
                                "message": message})
 
@@ -233,42 +328,30 @@ class ChunkDatasink(Datasink):
     def on_write_complete(self, write_result: WriteResult) -> None:
         for s in write_result.write_returns:
             self.stats.add(s)
-        with PgStore(self.url, self.schema, application_name=f"{self.label} assemble",
-                     reconnect_seconds=self.reconnect_seconds) as store:
+        with WriterStore(self.url, self.schema, application_name=f"{self.label} assemble",
+                         reconnect_seconds=self.reconnect_seconds) as store:
             self.assemble(store)
 
-    def assemble(self, store: PgStore) -> None:
+    def assemble(self, store: WriterStore) -> None:
         """Commit the documents tasks staged in part, each whole; then drop the staged rows."""
-        staged = sql.Identifier(self.schema, "staged_rows")
-        key = (self.run_id, self.coll.name)
-        docs = [r[0] for r in store.conn.execute(sql.SQL(
-            "SELECT DISTINCT doc_id FROM {} WHERE run_id = %s AND collection = %s ORDER BY 1").format(staged), key)]
+        docs = store.staged_documents(self.run_id, self.coll.name)
         for d in docs:
-            pieces = [_from_ipc(r[0]) for r in store.conn.execute(sql.SQL(
-                "SELECT rows FROM {} WHERE run_id = %s AND collection = %s AND doc_id = %s").format(staged), (*key, d))]
-            table, repeats = _dedupe(pa.concat_tables(pieces))
+            table, repeats = _dedupe(pa.concat_tables(store.staged_pieces(self.run_id, self.coll.name, d)))
             self.stats.duplicate_rows += repeats
             need = table.column("doc_rows")[0].as_py() or 1
             head = _head(table, 0)
             if _whole(table):
-                self._commit(store, table, self.stats)
-            elif not self._done_in_this_run(store, head):
+                self._commit(store, table, self.stats, ASSEMBLED_TASK)
+            elif not store.done_in_run(self.coll.name, head["source_path"], self.run_id):
                 missing = sorted(set(range(need)) - set(_seqs(table)))
                 self._fail(store, head, "sink", "IncompleteDocument",
                            f"received {table.num_rows} of {need} rows (missing seq {missing[:10]}"
                            f"{' …' if len(missing) > 10 else ''}); it will be retried", self.stats)
             else:  # a retried block repeated part of a document another task committed whole
                 self.stats.duplicate_rows += table.num_rows
-            store.conn.execute(sql.SQL("DELETE FROM {} WHERE run_id = %s AND collection = %s AND doc_id = %s").format(
-                staged), (*key, d))
+            store.unstage(self.run_id, self.coll.name, d)
         if docs:
             log.info("%s: %d documents split across write tasks, assembled whole", self.label, len(docs))
-
-    def _done_in_this_run(self, store: PgStore, head: dict) -> bool:
-        row = store.conn.execute(sql.SQL(
-            "SELECT status, run_id FROM {} WHERE collection = %s AND source_path = %s").format(
-            sql.Identifier(self.schema, "documents")), (self.coll.name, head["source_path"])).fetchone()
-        return bool(row) and row[0] == "done" and row[1] == self.run_id
 
     def on_write_failed(self, error: Exception) -> None:
         log.warning("%s: a write task failed (%s); documents it did not commit stay pending for the next run",
@@ -291,3 +374,49 @@ def local_only(url: str) -> bool:
     writers must then run on the driver's node."""
     host = psycopg.conninfo.conninfo_to_dict(url).get("host") or ""
     return not host or host.startswith("/") or host.split(",")[0] in ("localhost", "127.0.0.1", "::1")
+
+
+def placement(location, url: str, mode: str = "auto") -> dict:
+    """Where write tasks (and a reload's read tasks) run (`sink.placement`). `driver`: on the driver's
+    node; `spread`: over the cluster's nodes (every node must reach the database and the run
+    directory); `auto`: the driver's node when the run directory is a local path or the database URL
+    reaches only this machine (a Unix socket, localhost), else spread. Call with Ray up."""
+    if mode == "spread" or (mode == "auto" and is_remote(location) and not local_only(url)):
+        # Writers hold no CPU, so Ray's default would keep them all on the submitting node.
+        return {"scheduling_strategy": "SPREAD"}
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)}
+
+
+class Progress:
+    """While a run writes: its documents committed and failed, and chunks/s, logged every `every`
+    seconds, read from the documents table on a connection of its own (the driver sees no rows)."""
+
+    def __init__(self, url: str, schema: str, collection: str, run_id: str, total: int, every: float = 5.0):
+        self.url, self.schema, self.collection, self.run_id = url, schema, collection, run_id
+        self.total, self.every = total, every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="write-progress", daemon=True)
+
+    def __enter__(self) -> "Progress":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        try:
+            with psycopg.connect(self.url, autocommit=True, application_name=f"corpusmill progress {self.run_id}"[:63]) as conn:
+                while not self._stop.wait(self.every):
+                    counts = dict.fromkeys(("done", "failed"), (0, 0)) | {
+                        r[0]: (r[1], r[2] or 0) for r in conn.execute(sql.SQL(
+                            "SELECT status, count(*), sum(chunk_count) FROM {} WHERE collection = %s AND run_id = %s "
+                            "AND status <> 'pending' GROUP BY status").format(sql.Identifier(self.schema, "documents")),
+                            (self.collection, self.run_id))}
+                    (done, vectors), failed = counts["done"], counts["failed"][0]
+                    log.info("committed %d/%d documents (%d failed), %d vectors, %.0f vectors/s", done + failed,
+                             self.total, failed, vectors, vectors / max(time.monotonic() - started, 1e-6))
+        except Exception:  # progress is a courtesy: never fail a run over it
+            log.debug("no write progress", exc_info=True)

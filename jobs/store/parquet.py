@@ -18,6 +18,9 @@ import json
 import logging
 import os
 import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -111,6 +114,17 @@ class RunOutput:
             if path.is_file():
                 self._upload(path)
 
+    def part_writer(self) -> PartWriter:
+        """Where this run's write tasks put their parts: the run directory itself (local or remote),
+        as the attempt after every part already there."""
+        attempt, self._next = self._next, self._next + 1
+        return PartWriter(self.uri, self.schema.field("embedding").type.list_size, attempt, self.storage)
+
+    def fetch_parts(self) -> None:
+        """A remote run's parts, written by the tasks, into the staging copy the QA report reads."""
+        if self.remote is not None:
+            self._sync_parts_down()
+
     def drop_staged_parts(self) -> None:
         """After the report: the uploaded parts need not stay on the local disk as well."""
         if self.remote is not None:
@@ -145,6 +159,40 @@ class RunOutput:
         path.write_text(text, encoding="utf-8")
         self._upload(path)
         return path
+
+
+@dataclass(frozen=True)
+class PartWriter:
+    """Chunk parts written by parallel write tasks straight into a run directory (a local path the tasks
+    can reach, or a URI): `part-<attempt>-<task>-<id>.parquet`. The attempt number comes first, so
+    the parts of a resumed run sort after those of its earlier attempt and a reload takes a
+    document's later version. A part appears whole or not at all: locally under a temporary name,
+    then renamed; in an object store as one upload."""
+
+    location: str
+    dimension: int
+    attempt: int
+    storage: StorageOptions | None = None
+
+    def write(self, table: pa.Table, task: int) -> int:
+        """Write `table`'s rows (chunk-schema rows) as one part; returns the parts written (0 or 1)."""
+        if not table.num_rows:
+            return 0
+        schema = contract_schema(self.dimension)
+        name = f"part-{self.attempt:05d}-{task:04d}-{uuid.uuid4().hex[:8]}.parquet"
+        data = table.select(schema.names).cast(schema)
+        if is_remote(self.location):
+            loc = locate(self.location, self.storage)
+            with tempfile.TemporaryDirectory(prefix="cmpart-") as tmp:
+                local = Path(tmp) / name
+                pq.write_table(data, local, compression="zstd")
+                loc.fs.put_file(str(local), f"{loc.path}/chunks/{name}")
+            return 1
+        path = local_path(self.location) / "chunks" / name
+        tmp = path.with_suffix(".parquet.tmp")
+        pq.write_table(data, tmp, compression="zstd")
+        os.replace(tmp, path)
+        return 1
 
 
 def fetch_run(location: str, storage: StorageOptions | None, staging: Path) -> Path:

@@ -290,7 +290,7 @@ class PgStore(RunRecords):
         """One document's re-embedded chunks into the new space, atomically (the reembed checkpoint)."""
         with self.conn.transaction():
             self.conn.execute(sql.SQL("DELETE FROM {} WHERE doc_id = %s").format(self._t(space.chunk_table)), (doc_id,))
-            self._copy_chunks(space, chunks)
+            arrow_copy.copy_table(self.conn, self._t(space.chunk_table), arrow_copy.rows_table(chunks))
 
     @reconnecting
     def switch_space(self, active: Collection, space: Collection, old_fingerprint: str | None,
@@ -416,39 +416,29 @@ class PgStore(RunRecords):
 
     @reconnecting
     def mark_pending(self, collection: str, run_id: str, docs: list[dict]) -> None:
-        """Planned documents become `pending` (old chunks stay until each is replaced)."""
+        """Planned documents become `pending` (old chunks stay until each is replaced), with the listing
+        their content comes with (`source_size`, `source_etag`), which their commit keeps: a pending
+        row's listing is never trusted (jobs/sources/discover.py), a done one's is."""
         with self.conn.transaction(), self.conn.cursor() as cur:
             cur.executemany(sql.SQL(
-                "INSERT INTO {} (collection, source_path, doc_id, source_type, status, run_id) "
-                "VALUES (%s, %s, %s, %s, 'pending', %s) "
+                "INSERT INTO {} (collection, source_path, doc_id, source_type, status, run_id, source_size, source_etag) "
+                "VALUES (%s, %s, %s, %s, 'pending', %s, %s, %s) "
                 "ON CONFLICT (collection, source_path) DO UPDATE SET status = 'pending', run_id = EXCLUDED.run_id, "
+                "source_size = EXCLUDED.source_size, source_etag = EXCLUDED.source_etag, "
                 "updated_at = now()").format(self._t("documents")),
-                [(collection, d["source_path"], d["doc_id"], d["source_type"], run_id) for d in docs])
+                [(collection, d["source_path"], d["doc_id"], d["source_type"], run_id, d.get("source_size"),
+                  d.get("source_etag")) for d in docs])
 
     @reconnecting
     def commit_document(self, coll: Collection, doc: dict, chunks: list[dict], run_id: str,
                         share_text: bool = True) -> Committed:
-        """Replace the document's chunks and mark it done, atomically. With `share_text`, a chunk whose
-        text another document of the collection holds is recorded as a copy instead of stored again."""
-        loaded = [c for c in chunks if not c.get("omitted")]
-        table, registry = self._t(coll.chunk_table), self._t("shared_text")
-        with self.conn.transaction():
-            old = {r[0] for r in self.conn.execute(sql.SQL(
-                "DELETE FROM {} WHERE doc_id = %s RETURNING text_sha256").format(table), (doc["doc_id"],))}
-            copies = []
-            if share_text:
-                loaded, copies = shared_text.split_shared(self.conn, table, loaded)
-            shared_text.record_copies(self.conn, registry, coll.name, doc["doc_id"], copies)
-            if loaded:
-                self._copy_chunks(coll, loaded)
-            released = shared_text.release(self.conn, table, registry, self._t("documents"), coll.name,
-                                           old - {c["text_sha256"] for c in loaded})
-            self._set_documents(coll.name, [(doc, "done", len(loaded), run_id, None)])
-        return Committed(len(loaded), len(copies), released)
+        """Replace one document's chunks (row dicts) and mark it done, atomically: commit_documents for one."""
+        loaded = [dict(c, doc_id=doc["doc_id"]) for c in chunks if not c.get("omitted")]
+        return self.commit_documents(coll, [doc], arrow_copy.rows_table(loaded), run_id, share_text)
 
     @reconnecting
     def commit_documents(self, coll: Collection, docs: list[dict], chunks: pa.Table, run_id: str,
-                         share_text: bool = True) -> Committed:
+                         share_text: bool = True, keep_listing: bool = False) -> Committed:
         """commit_document for many documents in one transaction, from Arrow (the parallel writers' path,
         jobs/store/datasink.py): each of `docs` gets exactly the rows of `chunks` (embedded chunks, in
         the order of `docs`) with its doc_id, and its checkpoint row `done`. All of them or none commit."""
@@ -475,30 +465,13 @@ class PgStore(RunRecords):
             released = shared_text.release(self.conn, table, registry, self._t("documents"), coll.name,
                                            set().union(*(hs - new[d] for d, hs in old.items())))
             per_doc = Counter(d for d, k in zip(of_doc, keep) if k)
-            self._set_documents(coll.name, [(doc, "done", per_doc[doc["doc_id"]], run_id, None) for doc in docs])
+            self._set_documents(coll.name, [(doc, "done", per_doc[doc["doc_id"]], run_id, None) for doc in docs],
+                                keep_listing)
         return Committed(stored.num_rows, len(copies), released)
 
     @reconnecting
     def shared_text_counts(self, coll: Collection) -> dict:
         return shared_text.counts(self.conn, self._t("shared_text"), self._t("documents"), coll.name)
-
-    def _copy_chunks(self, coll: Collection, chunks: list[dict]) -> None:
-        cols = sql.SQL(", ").join(sql.Identifier(c) for c, _ in CHUNK_COLUMNS)
-        stmt = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT BINARY)").format(self._t(coll.chunk_table), cols)
-        with self.conn.cursor() as cur, cur.copy(stmt) as copy:
-            copy.set_types([t for _, t in CHUNK_COLUMNS])
-            for c in chunks:
-                values = []
-                for name, _ in CHUNK_COLUMNS:
-                    v = c.get(name)
-                    if name == "embedding":
-                        if v is None:
-                            raise ValueError(f"chunk {c.get('chunk_id')} reached the sink without an embedding")
-                        v = np.asarray(v, dtype=np.float32)
-                    else:
-                        v = storable(v)
-                    values.append(v)
-                copy.write_row(values)
 
     @reconnecting
     def record_failure(self, collection: str, doc: dict, run_id: str, stage: str, error_class: str,
@@ -514,7 +487,8 @@ class PgStore(RunRecords):
                 "WHERE collection = %s AND source_path = %s").format(self._t("documents")),
                 storable([f"[{stage}] {error_class}: {message}"[:2000], run_id, collection, doc["source_path"]]))
 
-    def _set_documents(self, collection: str, entries: list[tuple[dict, str, int, str, str | None]]) -> None:
+    def _set_documents(self, collection: str, entries: list[tuple[dict, str, int, str, str | None]],
+                       keep_listing: bool = False) -> None:
         """Checkpoint rows: (doc, status, chunk_count, run_id, error) each."""
         with self.conn.cursor() as cur:
             cur.executemany(sql.SQL(
@@ -525,12 +499,15 @@ class PgStore(RunRecords):
                 "source_type = EXCLUDED.source_type, content_sha256 = EXCLUDED.content_sha256, "
                 "pipeline_fingerprint = EXCLUDED.pipeline_fingerprint, status = EXCLUDED.status, "
                 "chunk_count = EXCLUDED.chunk_count, run_id = EXCLUDED.run_id, last_error = EXCLUDED.last_error, "
-                "source_size = EXCLUDED.source_size, source_etag = EXCLUDED.source_etag, "
-                "updated_at = now()").format(self._t("documents")),
-                # The listing the content came with (absent, e.g. a reload from Parquet: NULL, so the next plan reads it).
+                # The listing the content came with: the doc's own, else the one its pending row holds (an
+                # ingest's, from mark_pending); a reload from Parquet has none (NULL: the next plan reads it).
+                "source_size = CASE WHEN %s THEN {t}.source_size ELSE EXCLUDED.source_size END, "
+                "source_etag = CASE WHEN %s THEN {t}.source_etag ELSE EXCLUDED.source_etag END, "
+                "updated_at = now()").format(self._t("documents"), t=self._t("documents")),
                 [storable([collection, doc["source_path"], doc["doc_id"], doc["source_type"], doc["content_sha256"],
                            doc["pipeline_fingerprint"], status]) + [chunk_count, run_id, storable(error),
                                                                     doc.get("source_size"), doc.get("source_etag")]
+                 + [keep_listing and doc.get("source_size") is None] * 2
                  for doc, status, chunk_count, run_id, error in entries])
 
     @reconnecting

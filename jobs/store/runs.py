@@ -35,6 +35,22 @@ class RunRecords:
         ).format(self._t("runs")), (status, json.dumps(counts), json.dumps(stage_stats), run_id))
 
     @reconnecting
+    def run_document_counts(self, collection: str, run_id: str) -> dict:
+        """The run's documents by status: done, failed, pending."""
+        counts = dict(self.conn.execute(sql.SQL(
+            "SELECT status, count(*) FROM {} WHERE collection = %s AND run_id = %s GROUP BY status").format(
+            self._t("documents")), (collection, run_id)).fetchall())
+        return {s: counts.get(s, 0) for s in ("done", "failed", "pending")}
+
+    @reconnecting
+    def pending_of_run(self, collection: str, run_id: str) -> list[dict]:
+        """The run's documents still pending (after its write: the ones the pipeline never returned)."""
+        rows = self.conn.execute(sql.SQL(
+            "SELECT source_path, doc_id, source_type FROM {} WHERE collection = %s AND run_id = %s "
+            "AND status = 'pending' ORDER BY source_path").format(self._t("documents")), (collection, run_id))
+        return [{"source_path": r[0], "doc_id": r[1], "source_type": r[2]} for r in rows]
+
+    @reconnecting
     def run_output_dir(self, run_id: str | None = None, collection: str | None = None) -> str | None:
         """Where a run wrote its Parquet and QA files: that run's, or the latest (of a collection)."""
         where, params = [], []

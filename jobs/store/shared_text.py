@@ -59,12 +59,6 @@ def stored_mask(conn, table: sql.Composed, doc_ids: list[str], hashes: list[str]
     return [h not in held and holder.setdefault(h, d) == d for d, h in zip(doc_ids, hashes)]
 
 
-def split_shared(conn, table: sql.Composed, chunks: list[dict]) -> tuple[list[dict], list[dict]]:
-    """One document's (chunks to store, copies of text another document holds); see stored_mask."""
-    mask = stored_mask(conn, table, [c["doc_id"] for c in chunks], [c["text_sha256"] for c in chunks])
-    return [c for c, keep in zip(chunks, mask) if keep], [c for c, keep in zip(chunks, mask) if not keep]
-
-
 def record_copies(conn, registry: sql.Composed, collection: str, doc_id: str, copies: list[dict]) -> None:
     """Replace the document's recorded copies with `copies`."""
     replace_copies(conn, registry, collection, [doc_id], [(doc_id, c["chunk_id"], c["text_sha256"]) for c in copies])

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import numpy as np
 import pyarrow as pa
 
+from jobs.rows import CHUNK_SCHEMA
 from jobs.store.datasink import ChunkDatasink
-from jobs.store.parquet import contract_schema
 from tests.factories import chunk_row, doc_row, unit_vector
 
 # Ray is imported in the test that joins the session's Ray: it reads RAY_AUTH_MODE (set by that fixture) on import.
@@ -22,7 +22,7 @@ def _rows(doc, n, collection, texts=None, **extra):
 
 
 def _table(rows) -> pa.Table:
-    schema = contract_schema(DIM).append(pa.field("row_kind", pa.string())).append(pa.field("doc_rows", pa.int32()))
+    schema = CHUNK_SCHEMA  # what the pipeline's last stage gives the writers
     return pa.Table.from_pylist([{k: r.get(k) for k in schema.names} for r in rows], schema=schema)
 
 
@@ -51,12 +51,12 @@ def test_a_document_split_across_write_tasks_is_staged_then_committed_whole(stor
     # Task 0 gets b whole and the first rows of a; task 1 the rest of a (one row repeated) and c whole.
     first = sink.write([_table(b + a[:2])], _task(0))
     second = sink.write([_table([a[1], a[2]]), _table(c)], _task(1))
-    assert (first.documents, first.staged, second.documents, second.staged) == (1, 1, 1, 1)
+    assert (first.docs_done, first.staged, second.docs_done, second.staged) == (1, 1, 1, 1)
     assert [r[0] for r in _stored(store, coll)] == ["b", "c", "c"]  # a is not committed in part
     sink.on_write_complete(_done(first, second))
     assert _stored(store, coll) == [("a", 0, "a text 0"), ("a", 1, "a text 1"), ("a", 2, "a text 2"),
                                     ("b", 0, "b text 0"), ("c", 0, "c text 0"), ("c", 1, "c text 1")]
-    assert sink.stats.documents == 3 and sink.stats.staged == 2 and sink.stats.duplicate_rows == 1
+    assert sink.stats.docs_done == 3 and sink.stats.staged == 2 and sink.stats.duplicate_rows == 1
     assert store.conn.execute("SELECT count(*) FROM corpusmill.staged_rows WHERE run_id = 'w1' "
                               "AND collection = 'ds_split'").fetchone()[0] == 0
     assert store.status("ds_split")["documents"]["done"] == 3
@@ -79,7 +79,7 @@ def test_a_rejected_document_fails_alone_and_its_transaction_neighbours_land(sto
     bad = _rows("bad", 1, "ds_reject")
     bad[0]["embedding"] = np.array([np.nan, 0, 0, 0], dtype=np.float32)  # pgvector refuses NaN
     stats = sink.write([_table(_rows("a", 2, "ds_reject") + bad + _rows("c", 1, "ds_reject"))], _task(0))
-    assert (stats.documents, stats.failed) == (2, 1)
+    assert (stats.docs_done, stats.docs_failed) == (2, 1)
     assert stats.failures[0]["source_path"] == "bad.md" and stats.failures[0]["stage"] == "load"
     assert sorted({r[0] for r in _stored(store, coll)}) == ["a", "c"]
     assert store.status("ds_reject")["documents"]["failed"] == 1
@@ -99,9 +99,32 @@ def test_writers_on_ray_store_shared_text_once_and_split_documents_whole(store, 
     # Blocks of 5 rows: most documents span two blocks, and two write tasks take them.
     blocks = [_table(rows[i:i + 5]) for i in range(0, len(rows), 5)]
     ray.data.from_arrow(blocks).write_datasink(sink, concurrency=2)
-    assert sink.stats.documents == 8 and sink.stats.failed == 0
+    assert sink.stats.docs_done == 8 and sink.stats.docs_failed == 0
     stored = _stored(store, coll)
     assert len(stored) == 8 * 2 + 1  # each document's own two texts, and the shared one once
     assert sum(1 for r in stored if r[2] == shared) == 1
     assert store.shared_text_counts(coll)["copies"] == 7
     assert store.status("ds_ray")["documents"]["done"] == 8
+
+
+def test_an_ingest_writer_puts_parts_in_the_run_before_committing_and_keeps_the_planned_listing(store, pg_url, tmp_path):
+    from jobs.store.parquet import RunOutput, iter_parts
+
+    coll = store.ensure_collection("ds_parts", "m", DIM)
+    store.mark_pending("ds_parts", "w1", [doc_row(d) | {"source_size": 10, "source_etag": "mtime:1"} for d in "ab"])
+    output = RunOutput(tmp_path / "run", DIM)
+    sink = ChunkDatasink(pg_url, "corpusmill", coll, "w1", label="test ds_parts", parts=output.part_writer(),
+                         keep_listing=True)
+    err = {"row_kind": "error", "doc_rows": 1, "error_stage": "parse", "error_class": "ValueError",
+           "error_message": "bad", "embedding": None}
+    stats = sink.write([_table(_rows("a", 2, "ds_parts") + [_rows("b", 1, "ds_parts")[0] | err])], _task(3))
+    assert (stats.docs_done, stats.docs_failed, stats.parts, stats.chunks, stats.vectors) == (1, 1, 1, 2, 2)
+    assert stats.tokens == {20: 2} and stats.quality == {"ok": 2}
+    parts = list((tmp_path / "run" / "chunks").glob("part-00000-0003-*.parquet"))
+    assert len(parts) == 1
+    assert [t.column("source_path").to_pylist() for t in iter_parts(tmp_path / "run")] == [["a.md", "a.md"]]
+    listing = store.conn.execute("SELECT source_path, status, source_size, source_etag FROM corpusmill.documents "
+                                 "WHERE collection = 'ds_parts' ORDER BY 1").fetchall()
+    assert listing == [("a.md", "done", 10, "mtime:1"), ("b.md", "failed", 10, "mtime:1")]
+    # A resumed run's parts come after this attempt's.
+    assert RunOutput(tmp_path / "run", DIM).part_writer().attempt == 1
