@@ -403,17 +403,22 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
             except BaseException as exc:
                 # Committed documents stay committed; the rest stay pending and the next run resumes them.
                 cause = _cause(exc)
-                database_fault = isinstance(cause, (DatabaseUnavailable, CollectionBusy, psycopg.Error))
+                database_fault = (isinstance(cause, (DatabaseUnavailable, CollectionBusy, psycopg.Error))
+                                  or getattr(cause, "database", False))
                 if not isinstance(cause, DatabaseUnavailable):  # a server that is gone would be waited for again
                     try:
                         store.finish_run(run_id, "aborted", {"plan": plan.counts()}, {})
                     except Exception:  # the database itself is what failed: nothing more can be recorded
                         log.debug("could not record the aborted run", exc_info=True)
                 if database_fault:
-                    done = store.run_document_counts(cfg.collection, run_id)
+                    try:
+                        done = store.run_document_counts(cfg.collection, run_id)
+                        so_far = f"after {done['done'] + done['failed']} of {len(items)} documents"
+                    except Exception:  # the server is what failed: say what is known
+                        so_far = f"with some of {len(items)} documents committed"
                     what = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
                     raise RunStopped(
-                        f"run {run_id} stopped after {done['done'] + done['failed']} of {len(items)} documents: "
+                        f"run {run_id} stopped {so_far}: "
                         f"{what}. Every committed document is kept; run the same command again to resume "
                         f"(the rest are still pending)") from exc
                 raise

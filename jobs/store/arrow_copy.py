@@ -47,9 +47,11 @@ def vectors(column: pa.ChunkedArray | pa.Array, ids: list) -> np.ndarray:
         missing = ids[arr.is_null().to_pylist().index(True)]
         raise ValueError(f"chunk {missing} reached the sink without an embedding")
     n = len(arr)
+    if n and not pa.types.is_fixed_size_list(arr.type):
+        lengths = pc.list_value_length(arr)
+        if pc.min(lengths).as_py() != pc.max(lengths).as_py():
+            raise ValueError(f"embedding column of {n} rows holds vectors of unequal length")
     flat = np.asarray(arr.flatten().to_numpy(zero_copy_only=False), dtype=np.float32)
-    if n and flat.size % n:
-        raise ValueError(f"embedding column of {n} rows holds {flat.size} values: vectors of unequal length")
     return flat.reshape(n, flat.size // n if n else 0)
 
 

@@ -55,6 +55,7 @@ from jobs.store.pgvector import Collection, PgStore
 
 log = logging.getLogger(__name__)
 
+DEADLOCK_RETRIES = 3
 ASSEMBLED_TASK = 9999  # the task number in the names of parts the driver writes for documents it assembled
 DOC_COLUMNS = ("doc_id", "source_path", "source_type", "content_sha256", "pipeline_fingerprint",
                "source_size", "source_etag")
@@ -63,6 +64,15 @@ DOC_COLUMNS = ("doc_id", "source_path", "source_type", "content_sha256", "pipeli
 # What one document's rows can provoke: a value PostgreSQL rejects (NaN in a vector, an out-of-range
 # number), a constraint, a row over a size limit, or our own check of a chunk (no embedding).
 DOCUMENT_FAULTS = (psycopg.DataError, psycopg.IntegrityError, psycopg.errors.ProgramLimitExceeded, ValueError)
+
+
+class WriterFailed(RuntimeError):
+    """A write task stopped for a reason of its own, not one document's: the run stops. `database`: the
+    server or the connection to it was the reason."""
+
+    def __init__(self, message: str, database: bool = False):
+        super().__init__(message)
+        self.database = database
 
 
 @dataclass
@@ -91,11 +101,14 @@ class SinkStats:
     parts: int = 0  # Parquet parts written
     seconds: float = 0.0  # writers' time writing Parquet and committing, summed over tasks
     nodes: set = field(default_factory=set)  # Ray nodes the writers ran on (ids, shortened)
+    # What stopped a task (not one document's fault): a full disk, a server gone past the reconnect
+    # budget, a bug. on_write_complete raises it, so the run stops instead of calling its documents lost.
+    fatal: list[dict] = field(default_factory=list)
 
     def add(self, other: "SinkStats") -> None:
         for name, value in vars(other).items():
-            if name == "failures":
-                self.failures.extend(value)
+            if name in ("failures", "fatal"):
+                getattr(self, name).extend(value)
             elif name == "nodes":
                 self.nodes |= value
             else:
@@ -167,7 +180,8 @@ class _Documents:
                 self.repeats += repeats
                 del self.pieces[d]
         if whole_here:
-            done.insert(0, block.take(whole_here) if len(whole_here) < block.num_rows else block)
+            # The block itself only when its rows are already grouped by document, in order.
+            done.insert(0, block if whole_here == list(range(block.num_rows)) else block.take(whole_here))
         return done
 
     def partial(self) -> dict[str, pa.Table]:
@@ -214,13 +228,19 @@ class WriterStore(PgStore):
     @reconnecting
     def staged_pieces(self, run_id: str, collection: str, doc_id: str) -> list[pa.Table]:
         return [_from_ipc(r[0]) for r in self.conn.execute(sql.SQL(
-            "SELECT rows FROM {} WHERE run_id = %s AND collection = %s AND doc_id = %s").format(self._staged()),
+            "SELECT rows FROM {} WHERE run_id = %s AND collection = %s AND doc_id = %s ORDER BY staged_at").format(
+                self._staged()),
             (run_id, collection, doc_id))]
 
     @reconnecting
-    def unstage(self, run_id: str, collection: str, doc_id: str) -> None:
-        self.conn.execute(sql.SQL("DELETE FROM {} WHERE run_id = %s AND collection = %s AND doc_id = %s").format(
-            self._staged()), (run_id, collection, doc_id))
+    def unstage(self, run_id: str, collection: str, doc_id: str | None = None) -> None:
+        """Drop a document's staged rows (all of the run's without `doc_id`)."""
+        if doc_id is None:
+            self.conn.execute(sql.SQL("DELETE FROM {} WHERE run_id = %s AND collection = %s").format(self._staged()),
+                              (run_id, collection))
+        else:
+            self.conn.execute(sql.SQL("DELETE FROM {} WHERE run_id = %s AND collection = %s AND doc_id = %s").format(
+                self._staged()), (run_id, collection, doc_id))
 
     @reconnecting
     def done_in_run(self, collection: str, source_path: str, run_id: str) -> bool:
@@ -252,6 +272,15 @@ class ChunkDatasink(Datasink):
     def write(self, blocks: Iterable[pa.Table], ctx) -> SinkStats:
         stats, task = SinkStats(), getattr(ctx, "task_idx", 0)
         stats.nodes.add(ray.get_runtime_context().get_node_id()[:12] if ray.is_initialized() else "driver")
+        try:
+            self._write(blocks, task, stats)
+        except Exception as exc:  # returned, not raised: Ray Data would drop the block and its counts
+            log.exception("%s writer %d stopped", self.label, task)
+            stats.fatal.append({"error_class": type(exc).__name__, "message": str(exc).strip() or repr(exc),
+                                "database": isinstance(exc, (psycopg.Error, ConnectionError))})
+        return stats
+
+    def _write(self, blocks: Iterable[pa.Table], task: int, stats: SinkStats) -> None:
         with WriterStore(self.url, self.schema, application_name=f"{self.label} writer {task}",
                          reconnect_seconds=self.reconnect_seconds) as store:
             gathered, ready, ready_rows, oldest = _Documents(), [], 0, None
@@ -271,7 +300,6 @@ class ChunkDatasink(Datasink):
                 store.stage(self.run_id, self.coll.name, partial)
                 stats.staged += len(partial)
             stats.duplicate_rows += gathered.repeats
-        return stats
 
     def _commit(self, store: PgStore, table: pa.Table, stats: SinkStats, task: int) -> None:
         """Whole documents (contiguous rows): error documents recorded; the rest into a Parquet part, then
@@ -307,8 +335,17 @@ class ChunkDatasink(Datasink):
         chunk = pc.equal(table.column("row_kind"), "chunk")
         omitted = pc.and_(chunk, pc.fill_null(table.column("omitted"), False))
         embedded = table.filter(pc.and_(chunk, pc.invert(omitted)))
-        committed = store.commit_documents(self.coll, heads, embedded, self.run_id, self.share_text,
-                                           keep_listing=self.keep_listing)
+        for attempt in range(DEADLOCK_RETRIES + 1):
+            try:
+                committed = store.commit_documents(self.coll, heads, embedded, self.run_id, self.share_text,
+                                                   keep_listing=self.keep_listing)
+                break
+            except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
+                # Two writers releasing texts each other's documents copy can meet in opposite orders: the
+                # server rolls one back, and its transaction is simply run again.
+                if attempt == DEADLOCK_RETRIES:
+                    raise
+                time.sleep(0.1 * (attempt + 1))
         with_chunks = set(table.filter(chunk).column("doc_id").to_pylist())
         stats.transactions += 1
         stats.docs_done += len(heads)
@@ -325,9 +362,20 @@ class ChunkDatasink(Datasink):
                                "message": message})
 
     # ---- on the driver ----------------------------------------------------------------------------
+    def on_write_start(self, schema=None) -> None:
+        """Staged rows an earlier attempt of this run left (a killed driver, a failed write) are stale:
+        the documents they belong to are pending and are written again now."""
+        with WriterStore(self.url, self.schema, application_name=f"{self.label} start",
+                         reconnect_seconds=self.reconnect_seconds) as store:
+            store.unstage(self.run_id, self.coll.name)
+
     def on_write_complete(self, write_result: WriteResult) -> None:
         for s in write_result.write_returns:
             self.stats.add(s)
+        if self.stats.fatal:
+            first = self.stats.fatal[0]
+            raise WriterFailed(f"{len(self.stats.fatal)} write task(s) stopped; the first: {first['error_class']}: "
+                               f"{first['message']}", database=any(f["database"] for f in self.stats.fatal))
         with WriterStore(self.url, self.schema, application_name=f"{self.label} assemble",
                          reconnect_seconds=self.reconnect_seconds) as store:
             self.assemble(store)

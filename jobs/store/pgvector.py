@@ -451,8 +451,8 @@ class PgStore(RunRecords):
                     "DELETE FROM {} WHERE doc_id = ANY(%s) RETURNING doc_id, text_sha256").format(table), (ids,)):
                 old[doc].add(sha)
             of_doc, hashes = chunks.column("doc_id").to_pylist(), chunks.column("text_sha256").to_pylist()
-            keep = (shared_text.stored_mask(self.conn, table, of_doc, hashes) if share_text
-                    else [True] * chunks.num_rows)
+            keep = (shared_text.stored_mask(self.conn, table, of_doc, hashes, set().union(*old.values()))
+                    if share_text else [True] * chunks.num_rows)
             ids_col = chunks.column("chunk_id").to_pylist()
             copies = [(d, c, h) for d, c, h, k in zip(of_doc, ids_col, hashes, keep) if not k]
             shared_text.replace_copies(self.conn, registry, coll.name, ids, copies)

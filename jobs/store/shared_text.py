@@ -44,15 +44,19 @@ def lock_texts(conn, hashes: list[str]) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(%s, k) FROM unnest(%s::int4[]) AS k", (TEXT_LOCK_CLASS, keys))
 
 
-def stored_mask(conn, table: sql.Composed, doc_ids: list[str], hashes: list[str]) -> list[bool]:
+def stored_mask(conn, table: sql.Composed, doc_ids: list[str], hashes: list[str],
+                dropped: set[str] | frozenset = frozenset()) -> list[bool]:
     """For chunk rows (their documents and text hashes, in commit order), whether each is stored (True)
     or a copy of text another document holds: one committed before, or an earlier document of the same
     commit. The same text twice in one document is kept. Call with the committing documents' old chunks
-    already deleted, inside their transaction, so "another document" is everything left."""
+    already deleted, inside their transaction, so "another document" is everything left. `dropped`:
+    the hashes of those old chunks, locked with the new ones in one sorted call, so a writer that
+    stops holding a text and one that records a copy of it cannot both decide before either commits
+    (and leave the text held by nobody)."""
+    distinct = sorted(set(hashes))
+    lock_texts(conn, sorted(set(distinct) | set(dropped)))
     if not hashes:
         return []
-    distinct = sorted(set(hashes))
-    lock_texts(conn, distinct)
     held = {r[0] for r in conn.execute(sql.SQL(
         "SELECT DISTINCT text_sha256 FROM {} WHERE text_sha256 = ANY(%s)").format(table), (distinct,))}
     holder: dict[str, str] = {}
@@ -90,7 +94,9 @@ def release(conn, table: sql.Composed, registry: sql.Composed, documents: sql.Co
     if not lost:
         return 0
     cur = conn.execute(sql.SQL(
-        "UPDATE {docs} SET status = 'pending', updated_at = now() WHERE collection = %s AND status = 'done' "
+        # run_id NULL: pending for the next run, not a document this run lost.
+        "UPDATE {docs} SET status = 'pending', run_id = NULL, updated_at = now() WHERE collection = %s "
+        "AND status = 'done' "
         "AND doc_id IN (SELECT doc_id FROM {registry} WHERE collection = %s AND text_sha256 = ANY(%s))").format(
         docs=documents, registry=registry), (collection, collection, lost))
     if cur.rowcount:

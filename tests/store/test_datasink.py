@@ -128,3 +128,20 @@ def test_an_ingest_writer_puts_parts_in_the_run_before_committing_and_keeps_the_
     assert listing == [("a.md", "done", 10, "mtime:1"), ("b.md", "failed", 10, "mtime:1")]
     # A resumed run's parts come after this attempt's.
     assert RunOutput(tmp_path / "run", DIM).part_writer().attempt == 1
+
+
+def test_a_task_that_cannot_write_its_part_stops_the_run_instead_of_losing_documents_quietly(store, pg_url, tmp_path):
+    import pytest
+
+    from jobs.store.datasink import WriterFailed
+    from jobs.store.parquet import PartWriter
+
+    coll = store.ensure_collection("ds_fatal", "m", DIM)
+    (tmp_path / "run").write_text("a file where the run directory should be")
+    sink = ChunkDatasink(pg_url, "corpusmill", coll, "w1", label="test ds_fatal",
+                         parts=PartWriter(str(tmp_path / "run"), DIM, 0))
+    stats = sink.write([_table(_rows("a", 1, "ds_fatal"))], _task(0))
+    assert stats.docs_done == 0 and [f["error_class"] for f in stats.fatal] == ["NotADirectoryError"]
+    with pytest.raises(WriterFailed, match="1 write task\\(s\\) stopped; the first: NotADirectoryError"):
+        sink.on_write_complete(_done(stats))
+    assert store.conn.execute(f"SELECT count(*) FROM corpusmill.{coll.chunk_table}").fetchone()[0] == 0
