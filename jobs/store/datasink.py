@@ -48,6 +48,7 @@ from ray.data import Datasink
 from ray.data.datasource.datasink import WriteResult
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from jobs.errors import UserError
 from jobs.sources.uris import is_remote
 from jobs.store.connection import connect_with_backoff, reconnecting
 from jobs.store.parquet import PartWriter
@@ -66,9 +67,9 @@ DOC_COLUMNS = ("doc_id", "source_path", "source_type", "content_sha256", "pipeli
 DOCUMENT_FAULTS = (psycopg.DataError, psycopg.IntegrityError, psycopg.errors.ProgramLimitExceeded, ValueError)
 
 
-class WriterFailed(RuntimeError):
-    """A write task stopped for a reason of its own, not one document's: the run stops. `database`: the
-    server or the connection to it was the reason."""
+class WriterFailed(UserError, RuntimeError):
+    """A write task stopped for a reason of its own, not one document's: the run stops (one line; the
+    task's traceback is in the log). `database`: the server or the connection to it was the reason."""
 
     def __init__(self, message: str, database: bool = False):
         super().__init__(message)
@@ -375,7 +376,8 @@ class ChunkDatasink(Datasink):
         if self.stats.fatal:
             first = self.stats.fatal[0]
             raise WriterFailed(f"{len(self.stats.fatal)} write task(s) stopped; the first: {first['error_class']}: "
-                               f"{first['message']}", database=any(f["database"] for f in self.stats.fatal))
+                               f"{first['message']}. Committed documents are kept; the rest stay pending: run the "
+                               "same command again to resume", database=any(f["database"] for f in self.stats.fatal))
         with WriterStore(self.url, self.schema, application_name=f"{self.label} assemble",
                          reconnect_seconds=self.reconnect_seconds) as store:
             self.assemble(store)
