@@ -50,7 +50,7 @@ from jobs.sources.reads import local_read_refusal, read_bytes
 from jobs.sources.storage import StorageOptions
 from jobs.sources.uris import is_remote, join, local_path
 from jobs.store.connection import DatabaseUnavailable
-from jobs.store.datasink import ChunkDatasink, Progress, SinkStats, placement
+from jobs.store.datasink import ChunkDatasink, Progress, SinkStats, writer_args
 from jobs.store.locks import CollectionBusy
 from jobs.store.parquet import RunOutput
 from jobs.store.pgvector import PgStore
@@ -123,11 +123,10 @@ def _record_lost(store: PgStore, coll, run_id: str, stats: SinkStats) -> None:
                                "message": message})
 
 
-def cores_of(cfg: JobConfig) -> int:
-    """The cores the writers share: this machine's on a local Ray, the cluster's CPUs on one joined."""
-    if not os.environ.get("RAY_ADDRESS"):
-        return os.cpu_count() or 1
-    return int(ray.cluster_resources().get("CPU", 1))
+def cores_of(cluster: dict) -> int:
+    """The cores the stages and writers share. A local Ray counts more logical CPUs than the machine has
+    cores (see init_ray): this machine's; a cluster joined (RAY_ADDRESS) advertises its nodes' cores."""
+    return (os.cpu_count() or 1) if not os.environ.get("RAY_ADDRESS") else int(cluster.get("CPU", 1))
 
 
 def check_reachable(cfg: JobConfig) -> None:
@@ -257,9 +256,7 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
     ds = branches[0] if len(branches) == 1 else branches[0].union(*branches[1:])
     emb = cfg.embedding
     cluster = ray.cluster_resources()
-    # A local Ray counts more logical CPUs than the machine has cores (see init_ray); a cluster's nodes
-    # advertise their cores.
-    cores = (os.cpu_count() or 1) if local else int(cluster.get("CPU", 1))
+    cores = cores_of(cluster)
     actors, workers = embed_layout(cfg, cluster, cores, len(md_items) + len(xl_items), local)
     resources = emb.resources.model_copy(update={"pool_size": actors, "num_cpus": emb.resources.num_cpus * workers})
     log.info("embedding: %d actor(s) × %d encoder worker(s), %s torch thread(s) each (%s)", actors, workers,
@@ -392,14 +389,12 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
         if items:
             ds = build_dataset(cfg, [i for i in items if i["source_type"] == "markdown"],
                                [i for i in items if i["source_type"] == "excel"], storage)
-            writers = cfg.sink.writers_for(cores_of(cfg))
+            writers = cfg.sink.writers_for(cores_of(ray.cluster_resources()))
             log.info("writing: %d parallel writers", writers)
             try:
                 with Progress(url, cfg.database.schema_name, cfg.collection, run_id, len(items)):
-                    # A writer waits on the database more than it computes: it holds no CPU, so actors that
-                    # hold every CPU of a local Ray cannot starve it; `concurrency` bounds the writers.
                     ds.write_datasink(sink, concurrency=writers,
-                                      ray_remote_args=placement(output.uri, url, cfg.sink.placement) | {"num_cpus": 0})
+                                      ray_remote_args=writer_args(output.uri, url, cfg.sink.placement))
             except BaseException as exc:
                 # Committed documents stay committed; the rest stay pending and the next run resumes them.
                 cause = _cause(exc)
@@ -424,16 +419,17 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
                 raise
             _record_lost(store, coll, run_id, sink.stats)
             output.fetch_parts()
-            stage_stats["pipeline"] = operator_stats(ds._write_ds if getattr(ds, "_write_ds", None) else ds)
+            written = getattr(ds, "_write_ds", None) or ds  # write_datasink runs the plan as a dataset of its own
+            stage_stats["pipeline"] = operator_stats(written)
             stage_stats["sink"] = {"documents": len(items), "seconds": round(sink.stats.seconds, 3),
                                    "writers": writers, "transactions": sink.stats.transactions,
                                    "nodes": len(sink.stats.nodes)}
             stage_stats["stages"] = stage_summary(stage_stats, sink.stats.vectors)
             try:
-                output.write_text("ray_stats.txt", (ds._write_ds or ds).stats() + "\n")
+                output.write_text("ray_stats.txt", written.stats() + "\n")
             except Exception:  # stats are a nicety; never fail a finished run over them
                 log.debug("could not write Ray Data stats", exc_info=True)
-            ds = None  # its blocks belong to the Ray that stops now
+            ds = written = None  # their blocks belong to the Ray that stops now
             if started_ray:
                 stopping.append(stop_ray_in_background())
             t_index = time.monotonic()

@@ -22,12 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from jobs.chunks.ids import doc_id
 from jobs.config import JobConfig
 from jobs.errors import ConfigError, NotFoundError
-from jobs.sources.storage import StorageOptions, locate
+from jobs.sources.storage import StorageOptions
 from jobs.sources.uris import is_remote
 from jobs.store.parquet import part_paths, read_part
 from jobs.store.pgvector import PgStore
@@ -110,13 +109,6 @@ class _ReadParts:
                                               set(r["skip"] or ())) for r in batch.to_pylist()])
 
 
-def _schema(run_dir, path: str, storage) -> pa.Schema:
-    if is_remote(run_dir):
-        with locate(str(run_dir), storage).fs.open(path, "rb") as f:
-            return pq.read_schema(f)
-    return pq.read_schema(path)
-
-
 def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: str | None = None,
                       writers: int | None = None) -> dict:
     """Each run's documents committed by `writers` parallel write tasks (default `sink.writers`)."""
@@ -124,7 +116,7 @@ def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: st
     import ray.data
 
     from jobs.ray_session import init_ray, stop_ray_in_background  # late: imports Ray
-    from jobs.store.datasink import ChunkDatasink, SinkStats, placement  # late: imports Ray Data
+    from jobs.store.datasink import ChunkDatasink, SinkStats, placement, writer_args  # late: imports Ray Data
 
     writers = writers or cfg.sink.writers_for()
     loaded = {"documents": 0, "vectors": 0, "shared": 0, "runs": 0, "duplicates_dropped": 0, "failed": 0,
@@ -148,7 +140,7 @@ def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: st
                     continue
                 if len(index.models) != 1:
                     raise ConfigError(f"{run_dir}: expected one embedding model in the run, found {sorted(index.models)}")
-                schema = _schema(run_dir, paths[0], storage)
+                schema = read_part(run_dir, paths[0], storage, schema_only=True)
                 if "content_sha256" not in schema.names:
                     raise ConfigError(f"{run_dir} was written before runs recorded content_sha256; re-run ingest instead")
                 name = index.name
@@ -168,7 +160,8 @@ def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: st
                                      reconnect_seconds=cfg.database.reconnect_seconds)
                 (ray.data.from_items(items, override_num_blocks=len(items))
                  .map_batches(_ReadParts(str(run_dir), name, storage), batch_size=1, batch_format="pyarrow", **args)
-                 .write_datasink(sink, concurrency=writers, ray_remote_args=args | {"num_cpus": 0}))
+                 .write_datasink(sink, concurrency=writers,
+                                 ray_remote_args=writer_args(run_dir, url, cfg.sink.placement)))
                 stats: SinkStats = sink.stats
                 loaded["documents"] += stats.docs_done
                 loaded["vectors"] += stats.vectors

@@ -437,6 +437,13 @@ def placement(location, url: str, mode: str = "auto") -> dict:
     return {"scheduling_strategy": NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)}
 
 
+def writer_args(location, url: str, mode: str = "auto") -> dict:
+    """The write tasks' Ray arguments: where they run (placement), and no CPU. A writer waits on the
+    database more than it computes, and actors holding every CPU of a local Ray must not starve it;
+    `concurrency` is what bounds the writers."""
+    return placement(location, url, mode) | {"num_cpus": 0}
+
+
 class Progress:
     """While a run writes: its documents committed and failed, and chunks/s, logged every `every`
     seconds, read from the documents table on a connection of its own (the driver sees no rows)."""

@@ -220,12 +220,15 @@ def part_paths(run_dir: Path | str, storage: StorageOptions | None = None) -> li
 
 
 def read_part(run_dir: Path | str, path: str, storage: StorageOptions | None = None,
-              columns: list[str] | None = None) -> pa.Table:
-    """One part of `part_paths(run_dir)`, whole or only `columns`."""
+              columns: list[str] | None = None, schema_only: bool = False) -> pa.Table | pa.Schema:
+    """One part of `part_paths(run_dir)`, whole or only `columns`; or only its schema."""
+    def read(source):
+        return pq.read_schema(source) if schema_only else pq.read_table(source, columns=columns)
+
     if is_remote(run_dir):
         with locate(str(run_dir), storage).fs.open(path, "rb") as f:
-            return pq.read_table(f, columns=columns)
-    return pq.read_table(path, columns=columns)
+            return read(f)
+    return read(path)
 
 
 def iter_parts(run_dir: Path | str, storage: StorageOptions | None = None,

@@ -28,20 +28,27 @@ import pyarrow.parquet as pq
 from ops.bench import common
 
 
-def copies(src: Path, dst: Path, n: int) -> int:
-    """`n` copies of `src`'s chunk parts under `dst` (a run directory); returns the number of parts."""
-    (dst / "chunks").mkdir(parents=True)
-    shutil.copy(src / "run.json", dst / "run.json")
-    k = 0
+def copies(src: Path, dst: Path, n: int, distinct_text: bool = False) -> int:
+    """`n` copies of `src`'s chunk parts under `dst` (a run directory), each copy's `source_path` and
+    `chunk_id` made distinct (with `distinct_text`, its `text_sha256` too, so no copy is stored as
+    shared text); returns the embedded (not omitted) rows written."""
+    (dst / "chunks").mkdir(parents=True, exist_ok=True)
+    if (src / "run.json").exists():
+        shutil.copy(src / "run.json", dst / "run.json")
+    renamed = ["source_path", "chunk_id"] + (["text_sha256"] if distinct_text else [])
+    parts = [pq.read_table(p) for p in sorted((src / "chunks").glob("part-*.parquet"))]
+    rows, k = 0, 0
     for c in range(n):
-        for part in sorted((src / "chunks").glob("part-*.parquet")):
-            t = pq.read_table(part)
-            for name, make in (("source_path", lambda col: pc.binary_join_element_wise(pa.scalar(f"copy{c}/"), col, "")),
-                               ("chunk_id", lambda col: pc.binary_join_element_wise(col, pa.scalar(f"-{c}"), ""))):
-                t = t.set_column(t.schema.get_field_index(name), name, make(t.column(name)))
+        for t in parts:
+            for name in renamed:
+                col = t.column(name)
+                new = (pc.binary_join_element_wise(pa.scalar(f"copy{c}/"), col, "") if name == "source_path"
+                       else pc.binary_join_element_wise(col, pa.scalar(f"-{c}"), ""))
+                t = t.set_column(t.schema.get_field_index(name), name, new)
             pq.write_table(t, dst / "chunks" / f"part-{k:05d}.parquet")
+            rows += pc.sum(pc.invert(t.column("omitted"))).as_py() or 0
             k += 1
-    return k
+    return rows
 
 
 # A fresh wrapper per measurement: RUSAGE_CHILDREN's peak is the largest child a process waited for, so
@@ -71,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for n in sorted(args.copies):
             run = work / f"x{n}"
-            parts = copies(args.run_dir, run, n)
+            copies(args.run_dir, run, n)
+            parts = len(list((run / "chunks").glob("part-*.parquet")))
             load = peak_rss_mib([str(common.BIN / "corpusmill"), "load", "--from-parquet", str(run),
                                  "--collection", f"mem_x{n}"], env)
             rep = peak_rss_mib([sys.executable, "-c", report, str(run)], env)

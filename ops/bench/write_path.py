@@ -28,35 +28,17 @@ import threading
 import time
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import yaml
 
 from ops.bench import common
+from ops.bench.driver_memory import copies
 
 FILES = int(os.environ.get("BENCH_WRITE_FILES", "200"))
 COPIES = int(os.environ.get("BENCH_WRITE_COPIES", "64"))
 WRITERS = [int(w) for w in os.environ.get("BENCH_WRITERS", "1,2,4").split(",") if w.strip()]
 SCHEMA = "corpusmill"
-
-
-def copies(src: Path, dst: Path, n: int) -> int:
-    """`n` copies of `src`'s chunk parts under `dst`, each copy's source paths, chunk ids and text hashes
-    made distinct; returns the rows written."""
-    (dst / "chunks").mkdir(parents=True, exist_ok=True)
-    rows, k = 0, 0
-    parts = [pq.read_table(p) for p in sorted((src / "chunks").glob("part-*.parquet"))]
-    for c in range(n):
-        for t in parts:
-            for name, make in (("source_path", lambda col: pc.binary_join_element_wise(pa.scalar(f"copy{c}/"), col, "")),
-                               ("chunk_id", lambda col: pc.binary_join_element_wise(col, pa.scalar(f"-{c}"), "")),
-                               ("text_sha256", lambda col: pc.binary_join_element_wise(col, pa.scalar(f"-{c}"), ""))):
-                t = t.set_column(t.schema.get_field_index(name), name, make(t.column(name)))
-            pq.write_table(t, dst / "chunks" / f"part-{k:05d}.parquet")
-            rows += pc.sum(pc.invert(t.column("omitted"))).as_py() or 0
-            k += 1
-    return rows
 
 
 class Sampler:
@@ -185,8 +167,8 @@ def bench() -> dict:
     run = common.ingest(corpus, "bench_write_src", tag="write-path-source")
     src = Path(run["run_dir"])
     big, small = work / f"write-x{COPIES}", work / "write-x2"
-    rows = copies(src, big, COPIES)
-    rows_small = copies(src, small, 2)
+    rows = copies(src, big, COPIES, distinct_text=True)
+    rows_small = copies(src, small, 2, distinct_text=True)
     out = {"machine": common.machine(), "files": len(files), "copies": COPIES, "rows": rows,
            "raw_copy": raw_copy(url, big, rows), "load": []}
     for w in WRITERS:
