@@ -250,6 +250,9 @@ def cmd_reembed(args) -> int:
     print(f"collection {r.collection}: {r.old_model} → {r.new_model} (table {r.table})")
     print(f"re-embedded {r.documents} documents, {r.chunks} chunks in {r.seconds:.1f} s"
           + (f" (resumed: {r.resumed_from} were already done)" if r.resumed_from else ""))
+    if r.writers:
+        print(f"on Ray: {r.actors} embedding actor(s) × {r.workers} worker(s), {r.writers} writers on "
+              f"{r.nodes} node(s)")
     if r.dropped:
         print("dropped old spaces: " + ", ".join(r.dropped))
     return 0
@@ -433,14 +436,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db_args(p)
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("reembed", help="a new embedding space for a collection from its stored chunks")
+    p = sub.add_parser("reembed", help="a new embedding space for a collection from its stored chunks (a Ray job: "
+                       "the embedding actor pool and parallel writers, as an ingest)")
     p.add_argument("--collection", help="default: the config's collection")
     p.add_argument("--model", required=True, help="sentence-transformers name, hub id or local path")
     p.add_argument("--drop-old", action="store_true", help="drop the previous space once switched")
     p.add_argument("--docs-per-batch", type=_positive_int, default=32, metavar="N",
-                   help="documents read, embedded and committed together (default 32): a kill loses at most "
-                        "one batch, and progress is logged per batch")
-    _add_db_args(p, "device, dtype, batch size; and the fingerprint to carry over")
+                   help="documents per read task (default 32); each is committed whole, so a kill loses at most "
+                        "the documents in flight")
+    _add_db_args(p, "embedding resources, device, dtype, batch size; sink writers and placement; and the "
+                    "fingerprint to carry over")
     p.set_defaults(func=cmd_reembed)
 
     p = sub.add_parser("bench-embedders", help="embed a collection's chunks with each model; pick by recall")

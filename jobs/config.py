@@ -136,7 +136,7 @@ class ResourcesConfig(_Strict):
     num_gpus: float = Field(0.0, ge=0)
     pool_size: int | Literal["auto"] | None = Field(
         None, description="actors in the pool; None = autoscaling tasks; `auto` (embedding only): one actor "
-        "per GPU share, or on CPU as many as the encoder workers that fit need (see jobs/ingest.py embed_layout)")
+        "per GPU share, or on CPU as many as the encoder workers that fit need (see jobs/embed/layout.py)")
     batch_size: int = Field(16, ge=1, description="rows per map_batches call")
     tasks_in_flight: int | None = Field(
         None, ge=1,
@@ -302,7 +302,7 @@ class EmbeddingConfig(_Strict):
         1, description="encoder threads in each embedding actor, each with its own copy of the model and "
         "`torch_threads` torch threads, sharing one import of torch and sentence-transformers; each actor holds "
         "`resources.num_cpus` per worker. `auto`: on a local Ray's CPUs, every encoder in one actor; on GPUs "
-        "and on a multi-node cluster, 1 (see jobs/ingest.py embed_layout)")
+        "and on a multi-node cluster, 1 (see jobs/embed/layout.py)")
     resources: ResourcesConfig = ResourcesConfig(num_cpus=1, pool_size=1, batch_size=256)
 
     @field_validator("workers_per_actor")

@@ -32,6 +32,7 @@ from jobs.checks.metrics import run_metrics, write_summary
 from jobs.chunks.ids import doc_id
 from jobs.config import JobConfig
 from jobs.embed.encoder import Embedder
+from jobs.embed.layout import embed_layout, embed_resources, embedder_args
 from jobs.embed.models import embedding_dimension
 from jobs.embed.tokens import token_counter
 from jobs.errors import ConfigError, UserError
@@ -43,7 +44,7 @@ from jobs.markdown.parse import parse_documents
 from jobs.markdown.sentences import SentenceSplitter
 from jobs.markdown.windows import chunk_documents
 from jobs.plan import make_plan_for
-from jobs.ray_session import init_ray, stop_ray_in_background
+from jobs.ray_session import cores_of, init_ray, stop_ray_in_background
 from jobs.rows import CHUNK_SCHEMA, DOC_SCHEMA
 from jobs.sources.manifest import load_manifest
 from jobs.sources.reads import local_read_refusal, read_bytes
@@ -123,57 +124,12 @@ def _record_lost(store: PgStore, coll, run_id: str, stats: SinkStats) -> None:
                                "message": message})
 
 
-def cores_of(cluster: dict) -> int:
-    """The cores the stages and writers share. A local Ray counts more logical CPUs than the machine has
-    cores (see init_ray): this machine's; a cluster joined (RAY_ADDRESS) advertises its nodes' cores."""
-    return (os.cpu_count() or 1) if not os.environ.get("RAY_ADDRESS") else int(cluster.get("CPU", 1))
-
-
 def check_reachable(cfg: JobConfig) -> None:
     """Refuse a plain local input path on a multi-node Ray (see local_read_refusal); Ray must be up."""
     alive = sum(1 for node in ray.nodes() if node.get("Alive"))
     refusal = local_read_refusal(input_roots(cfg), alive, cfg.input.read_via_driver)
     if refusal:
         raise ConfigError(refusal)
-
-
-def embed_layout(cfg: JobConfig, cluster: dict, cores: int, documents: int,
-                 local: bool = True) -> tuple[int, int]:
-    """(actors, encoder workers per actor) of the embedding stage, from `resources.pool_size` and
-    `workers_per_actor` (either may be `auto`).
-
-    On GPUs: one actor per `num_gpus` share of the cluster's GPUs, one worker each. On CPUs: one
-    single-threaded encoder per `torch_threads` cores (several single-threaded encoders beat one
-    multi-threaded one, whose threads stall at every sync point when Ray's other processes take a core;
-    ops/bench/RESULTS.md), within the logical CPUs left once the sentence actors and one task slot for
-    parse/chunk are placed, so the pipeline never waits for a slot that cannot free up. With
-    `workers_per_actor: auto` on a `local` Ray those encoders are threads of one actor (one import of
-    torch instead of one per core); on a multi-node cluster each actor has one worker, so actors fit
-    beside the other stages wherever a node has a CPU free, also after a node is lost. An actor's
-    workers share each batch, but never more actors than the run has batches (counting at least one
-    chunk per document): an actor with nothing to do still pays its imports and model load."""
-    emb, res = cfg.embedding, cfg.embedding.resources
-    threads = emb.torch_threads or max(1, int(res.num_cpus))  # a Ray actor's torch runs one thread per CPU
-    sentences = cfg.sentences.resources
-    others = (sentences.pool_size or 1) * sentences.num_cpus + max(cfg.ray.parse.num_cpus, cfg.ray.chunk.num_cpus,
-                                                                     cfg.ray.excel.num_cpus)
-    fits = int((cluster.get("CPU", 0) - others) // res.num_cpus)  # encoders that fit, each holding num_cpus
-    on_gpu = bool(res.num_gpus)
-
-    def auto_workers(encoders: int) -> int:
-        return max(1, min(cores // threads, encoders)) if local and not on_gpu else 1
-
-    batches = max(1, -(-documents // res.batch_size))
-    if res.pool_size != "auto":
-        actors = res.pool_size or 1
-        per_actor = emb.workers_per_actor
-        return actors, (auto_workers(max(1, fits // actors)) if per_actor == "auto" else per_actor)
-    if on_gpu:
-        actors = max(1, min(int(cluster.get("GPU", 0) // res.num_gpus), batches))
-        return actors, (1 if emb.workers_per_actor == "auto" else emb.workers_per_actor)
-    encoders = max(1, min(cores // threads, fits))
-    per_actor = auto_workers(encoders) if emb.workers_per_actor == "auto" else min(emb.workers_per_actor, encoders)
-    return max(1, min(encoders // per_actor, batches)), per_actor
 
 
 def fuse_markdown(cfg: JobConfig, local: bool = True) -> bool:
@@ -258,15 +214,12 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
     cluster = ray.cluster_resources()
     cores = cores_of(cluster)
     actors, workers = embed_layout(cfg, cluster, cores, len(md_items) + len(xl_items), local)
-    resources = emb.resources.model_copy(update={"pool_size": actors, "num_cpus": emb.resources.num_cpus * workers})
     log.info("embedding: %d actor(s) × %d encoder worker(s), %s torch thread(s) each (%s)", actors, workers,
              emb.torch_threads or "default",
              f"{cluster.get('GPU', 0):g} GPU(s)" if emb.resources.num_gpus else f"{cores} cores")
     # Two calls at once keep an actor's workers fed: one call's batches finish while the next one's start.
-    return adapter.apply(ds, adapter.Stage("embed", Embedder, CHUNK_SCHEMA, resources, {
-        "model": emb.model, "device": emb.device, "dtype": emb.dtype, "encode_batch_size": emb.encode_batch_size,
-        "torch_threads": emb.torch_threads, "num_gpus": emb.resources.num_gpus, "workers": workers,
-    }, calls_per_actor=min(workers, 2)), retries)
+    return adapter.apply(ds, adapter.Stage("embed", Embedder, CHUNK_SCHEMA, embed_resources(cfg, actors, workers),
+                                           embedder_args(cfg, workers), calls_per_actor=min(workers, 2)), retries)
 
 
 def operator_stats(ds) -> dict:

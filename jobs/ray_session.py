@@ -1,5 +1,5 @@
 """The Ray this process runs on: joined (RAY_ADDRESS) or started locally, and stopped in the background
-when a job that started it is done. Shared by the jobs that run on Ray (ingest, load)."""
+when a job that started it is done. Shared by the jobs that run on Ray (ingest, load, reembed)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,12 @@ def driver_runtime_env() -> dict:
     job_vars = ((job.get("runtime_env") or {}).get("env_vars") or {})
     extra = {k: v for k, v in WORKER_ENV.items() if k not in job_vars}
     return {"env_vars": extra} if extra else {}
+
+
+def cores_of(cluster: dict) -> int:
+    """The cores the stages and writers share. A local Ray counts more logical CPUs than the machine has
+    cores (see init_ray): this machine's; a cluster joined (RAY_ADDRESS) advertises its nodes' cores."""
+    return (os.cpu_count() or 1) if not os.environ.get("RAY_ADDRESS") else int(cluster.get("CPU", 1))
 
 
 def init_ray(cfg: JobConfig) -> bool:

@@ -1,12 +1,19 @@
-"""Reprocess a collection's stored chunks with another embedding model, beside the old space.
+"""Reprocess a collection's stored chunks with another embedding model, beside the old space, on Ray.
 
-The new space is its own chunk table (own dimension, own HNSW index), filled document by document
-in transactions, so a killed re-embed resumes where it stopped. When every document is in, the
-collection switches to it in one transaction and the previous space is retired (`--drop-old`
-drops it). Chunks are re-embedded from their stored `embed_text`: boundaries stay as chunked; re-run
-`ingest` with the new model in the config to re-chunk to its token limit.
+The new space is its own chunk table (own dimension, own HNSW index). Filling it is a Ray Data job, as
+an ingest is: the driver asks the database for ranges of the documents the space still lacks (cut by
+the server, so the driver holds ranges, not ids), read tasks fetch each range's stored chunks, the
+embedding actor pool embeds their `embed_text` (laid out as an ingest's: jobs/embed/layout.py, on GPUs
+when the config asks for them), and parallel writers commit whole documents into the space
+(jobs/store/space_sink.py). A document is in the space wholly or not at all, so a killed re-embed
+resumes where it stopped. When every document is in, the collection switches to the space in one
+transaction and the previous one is retired (`--drop-old` drops it); while any document is missing
+(one failed, a block was lost), it does not switch, and the next run retries those. Chunks are
+re-embedded from their stored `embed_text`: boundaries stay as chunked; re-run `ingest` with the new
+model in the config to re-chunk to its token limit.
 
-It embeds in the driver process, on its GPU when it has one (`embedding.device`).
+`bench-embedders` fills its scratch spaces in-process instead (`fill_space`): one model load there
+embeds both the chunks and the questions.
 """
 
 from __future__ import annotations
@@ -17,13 +24,25 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 from jobs.config import JobConfig
 from jobs.embed.encoder import Embedder
+from jobs.embed.layout import embed_layout, embed_resources, embedder_args
 from jobs.embed.models import embedding_dimension
+from jobs.errors import UserError
+from jobs.rows import CHUNK_SCHEMA
 from jobs.store.pgvector import Collection, PgStore, UnknownCollection
 from jobs.store.url import database_url
 
 log = logging.getLogger(__name__)
+
+# The chunk rows, numbered within their document (`pos`; jobs/store/spaces.py space_rows says why).
+SPACE_SCHEMA = CHUNK_SCHEMA.append(pa.field("pos", pa.int32()))
+
+
+class ReembedIncomplete(UserError, RuntimeError):
+    """Documents the new space still lacks after the job: the collection stays on its old space."""
 
 
 @dataclass
@@ -37,6 +56,10 @@ class ReembedResult:
     chunks: int
     seconds: float
     dropped: list[str]
+    actors: int = 0  # embedding actors × workers each, writers, and the nodes the writers ran on
+    workers: int = 0
+    writers: int = 0
+    nodes: int = 0
 
 
 def _fingerprint_with(cfg: JobConfig, model: str) -> str:
@@ -91,22 +114,94 @@ def switch_to(store: PgStore, cfg: JobConfig, active: Collection, space: Collect
                        _fingerprint_with(cfg, space.embedding_model))
 
 
+def read_space_rows(ranges: list[dict], *, url: str, schema: str, active: Collection, space: Collection,
+                    reconnect_seconds: float) -> list[dict]:
+    """The read tasks' stage: each range's stored chunks that `space` lacks, as chunk rows to embed."""
+    from jobs.store.datasink import WriterStore  # late: imports Ray Data (this module stays light for the CLI)
+
+    with WriterStore(url, schema, application_name="corpusmill reembed read", reconnect_seconds=reconnect_seconds) as store:
+        return [dict(r, row_kind="chunk", omitted=False) for rng in ranges
+                for r in store.space_rows(active, space, rng["first"], rng["last"])]
+
+
+def _fill_on_ray(cfg: JobConfig, url: str, active: Collection, space: Collection, ranges: list[tuple],
+                 todo: int, already: tuple[int, int]) -> tuple[object, tuple[int, int, int]]:
+    """The Ray Data job: read tasks → the embedding actor pool → writers into `space`. Returns the
+    writers' SinkStats and (actors, workers per actor, writers)."""
+    # Late: Ray, Ray Data and the stages' adapter load only when there is work (the CLI stays quick).
+    import ray
+    import ray.data
+
+    from jobs import adapter  # late: see above
+    from jobs.ray_session import cores_of  # late: see above
+    from jobs.store.datasink import writer_args  # late: see above
+    from jobs.store.space_sink import SpaceDatasink, SpaceProgress  # late: see above
+
+    # A block lost past its retries leaves its documents out of the space: the run then does not switch
+    # and says so, and the next one retries them, instead of one lost worker aborting the whole job.
+    ray.data.DataContext.get_current().max_errored_blocks = -1
+    schema, retries = cfg.database.schema_name, cfg.ray.task_retries
+    cluster = ray.cluster_resources()
+    cores = cores_of(cluster)
+    read = cfg.ray.parse.model_copy(update={"batch_size": 1, "pool_size": None})
+    actors, workers = embed_layout(cfg, cluster, cores, todo, not os.environ.get("RAY_ADDRESS"), others=read.num_cpus)
+    writers = cfg.sink.writers_for(cores)
+    log.info("re-embedding %d documents in %d ranges: %d embedding actor(s) × %d worker(s), %d writers", todo,
+             len(ranges), actors, workers, writers)
+    ds = ray.data.from_items([{"first": a, "last": b} for a, b, _ in ranges],
+                             override_num_blocks=max(1, min(256, len(ranges))))
+    ds = adapter.apply(ds, adapter.Stage("read_chunks", read_space_rows, SPACE_SCHEMA, read, {
+        "url": url, "schema": schema, "active": active, "space": space,
+        "reconnect_seconds": cfg.database.reconnect_seconds}), retries)
+    ds = adapter.apply(ds, adapter.Stage("embed", Embedder, SPACE_SCHEMA, embed_resources(cfg, actors, workers),
+                                         embedder_args(cfg, workers, space.embedding_model),
+                                         calls_per_actor=min(workers, 2)), retries)
+    sink = SpaceDatasink(url, schema, space, label=f"corpusmill reembed {space.name}", batch_rows=cfg.sink.flush_rows,
+                         batch_seconds=cfg.sink.flush_seconds, reconnect_seconds=cfg.database.reconnect_seconds)
+    with SpaceProgress(url, schema, space, todo, already):
+        ds.write_datasink(sink, concurrency=writers, ray_remote_args=writer_args(None, url, cfg.sink.placement))
+    return sink.stats, (actors, workers, writers)
+
+
 def run_reembed(cfg: JobConfig, collection: str, model: str, *, drop_old: bool = False,
                 docs_per_batch: int = 32) -> ReembedResult:
+    """Fill a space for `model` with the collection's chunks (`docs_per_batch` documents per read task)
+    and switch to it; see the module docstring."""
+    from jobs.ray_session import init_ray, stop_ray_in_background  # late: imports Ray
+
     started = time.monotonic()
-    with PgStore(database_url(cfg), cfg.database.schema_name, reconnect_seconds=cfg.database.reconnect_seconds) as store:
+    url = database_url(cfg)
+    with PgStore(url, cfg.database.schema_name, reconnect_seconds=cfg.database.reconnect_seconds) as store:
         store.migrate()
         # An ingest committing into the old space while it is copied would be lost at the switch; the
         # active space is read under the lock, since a reembed that waited for another finds it moved.
         store.lock_collection(collection, f"corpusmill reembed {collection} {model}", cfg.database.lock_wait_seconds)
         active = open_active(store, collection)
         space = store.begin_space(active, model, embedding_dimension(model))
-        already = store.document_count(space)
-        log.info("re-embedding %s with %s (%d documents already done)", collection, model, already)
-        documents, chunks = fill_space(store, active, space, make_embedder(cfg, model), docs_per_batch)
+        already = store.space_size(space)
+        ranges = store.missing_ranges(active, space, docs_per_batch)
+        todo = sum(n for _, _, n in ranges)
+        log.info("re-embedding %s with %s: %d documents to do, %d already done", collection, model, todo, already[0])
+        layout, stats = (0, 0, 0), None
+        if ranges:
+            ray_started = init_ray(cfg)
+            try:
+                stats, layout = _fill_on_ray(cfg, url, active, space, ranges, todo, already)
+            finally:
+                if ray_started:
+                    stop_ray_in_background().join(timeout=30)
+        missing = store.missing_count(active, space)
+        if missing:
+            failed = stats.failures if stats else []
+            first = f"; the first failure: {failed[0]['source_path']}: {failed[0]['error_class']}: " \
+                    f"{failed[0]['message']}" if failed else ""
+            raise ReembedIncomplete(
+                f"{missing} documents of {collection!r} are not in the new space ({len(failed)} failed{first}); the "
+                f"collection stays on {active.embedding_model}. Run the same command again to retry them.")
         store.ensure_hnsw_index(space, cfg.database.hnsw_m, cfg.database.hnsw_ef_construction)
         store.ensure_text_index(space)
         switch_to(store, cfg, active, space)
         dropped = store.drop_retired(collection) if drop_old else []
-    return ReembedResult(collection, active.embedding_model, model, space.chunk_table, documents, already,
-                         chunks, time.monotonic() - started, dropped)
+    return ReembedResult(collection, active.embedding_model, model, space.chunk_table,
+                         stats.docs_done if stats else 0, already[0], stats.chunks if stats else 0,
+                         time.monotonic() - started, dropped, *layout, len(stats.nodes) if stats else 0)

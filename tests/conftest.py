@@ -54,9 +54,19 @@ def store(pg_url):
         yield s
 
 
+def ensure_ray_token() -> None:
+    """`ray start --head` in token mode refuses to start without a token, where `ray.init` makes one: on a
+    fresh machine the first test to start a head would fail, or pass only after a test that ran
+    `ray.init`. Ray's own command makes ~/.ray/auth_token once, when there is none."""
+    out = subprocess.run([str(BIN / "ray"), "get-auth-token", "--generate"], capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        raise RuntimeError(f"ray get-auth-token --generate failed:\n{out.stdout}\n{out.stderr}")
+
+
 @pytest.fixture(scope="session")
 def ray_address(cm_home) -> str:
     """A local Ray head shared by every CLI run in the session (saves a Ray start per ingest)."""
+    ensure_ray_token()
     temp = Path("/tmp") / f"cmray-{os.getpid()}"  # Unix socket paths must stay short
     cmd = [str(BIN / "ray"), "start", "--head", "--num-cpus=6", "--include-dashboard=false",
            "--disable-usage-stats", f"--temp-dir={temp}", "--port=0"]

@@ -366,61 +366,6 @@ def test_a_broken_quality_gate_fails_the_run_and_says_by_how_much(tmp_path, corp
     assert status("e2e_gates", env)["documents"]["done"] == 8  # the data is loaded; the gate judges it
 
 
-def _pool_cfg(**embedding):
-    from jobs.config import JobConfig
-
-    return JobConfig.model_validate({"embedding": embedding})
-
-
-def test_auto_embedding_layout_on_cpu_is_one_encoder_per_thread_group_within_free_slots():
-    from jobs.ingest import embed_layout
-
-    cfg = _pool_cfg(torch_threads=1, resources={"num_cpus": 1, "pool_size": "auto", "batch_size": 128})
-    # This machine's shape: 2 cores, a local Ray with 4 logical CPUs (1 for spaCy, 0.5 for a task).
-    assert embed_layout(cfg, {"CPU": 4}, cores=2, documents=992) == (2, 1)
-    # More cores than free logical CPUs: the sentence actor and a task slot are kept free.
-    assert embed_layout(cfg, {"CPU": 16}, cores=16, documents=10_000) == (14, 1)
-    two_threads = _pool_cfg(torch_threads=2, resources={"num_cpus": 1, "pool_size": "auto", "batch_size": 128})
-    assert embed_layout(two_threads, {"CPU": 16}, cores=16, documents=10_000) == (8, 1)
-    # A handful of documents is one batch: a second actor would only load the model.
-    assert embed_layout(cfg, {"CPU": 4}, cores=2, documents=30) == (1, 1)
-    # Never zero, even when nothing seems to fit.
-    assert embed_layout(cfg, {"CPU": 1}, cores=1, documents=992) == (1, 1)
-
-
-def test_auto_workers_pack_the_encoders_of_a_node_into_one_actor():
-    from jobs.ingest import embed_layout
-
-    cfg = _pool_cfg(torch_threads=1, workers_per_actor="auto",
-                    resources={"num_cpus": 1, "pool_size": "auto", "batch_size": 512})
-    # This machine: both encoders are threads of one actor, even for a run of one batch.
-    assert embed_layout(cfg, {"CPU": 4}, cores=2, documents=992) == (1, 2)
-    assert embed_layout(cfg, {"CPU": 4}, cores=2, documents=30) == (1, 2)
-    # A multi-node cluster: one worker per actor, so each fits wherever a node has a CPU free.
-    assert embed_layout(cfg, {"CPU": 32}, cores=32, documents=100_000, local=False) == (30, 1)
-    # A fixed local pool with auto workers: each actor takes its share of the free slots.
-    fixed = _pool_cfg(torch_threads=1, workers_per_actor="auto", resources={"num_cpus": 1, "pool_size": 2})
-    assert embed_layout(fixed, {"CPU": 16}, cores=16, documents=1000) == (2, 7)
-    # On GPUs auto means one worker: the device, not the threads, is the limit.
-    gpu = _pool_cfg(workers_per_actor="auto", resources={"num_gpus": 1, "pool_size": "auto", "batch_size": 2048})
-    assert embed_layout(gpu, {"CPU": 64, "GPU": 4}, cores=64, documents=100_000) == (4, 1)
-
-
-def test_workers_per_actor_must_be_positive():
-    with pytest.raises(ValueError, match="workers_per_actor"):
-        _pool_cfg(workers_per_actor=0)
-
-
-def test_auto_embedding_pool_on_gpus_is_one_actor_per_gpu_share():
-    from jobs.ingest import embed_layout
-
-    cfg = _pool_cfg(resources={"num_cpus": 2, "num_gpus": 0.5, "pool_size": "auto", "batch_size": 2048})
-    assert embed_layout(cfg, {"CPU": 64, "GPU": 4}, cores=64, documents=100_000) == (8, 1)
-    assert embed_layout(cfg, {"CPU": 64, "GPU": 4}, cores=64, documents=3000) == (2, 1)
-    fixed = _pool_cfg(resources={"num_gpus": 1, "pool_size": 3})
-    assert embed_layout(fixed, {"CPU": 64, "GPU": 4}, cores=64, documents=5) == (3, 1)
-
-
 def test_markdown_stages_fuse_on_cpu_and_stay_separate_on_gpu_unless_set():
     from jobs.config import JobConfig
     from jobs.ingest import fuse_markdown

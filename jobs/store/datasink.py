@@ -134,13 +134,15 @@ class SinkStats:
                     self.text_changes.update(json.loads(raw))
 
 
-def _seqs(table: pa.Table) -> list[int]:
-    return [s or 0 for s in table.column("seq").to_pylist()]  # an error or empty marker is its document's row 0
+def _seqs(table: pa.Table, position: str = "seq") -> list[int]:
+    """Each row's place in its document (`position`: a chunk's seq for an ingest's rows; a re-embed
+    numbers stored rows itself, jobs/store/spaces.py)."""
+    return [s or 0 for s in table.column(position).to_pylist()]  # an error or empty marker is its document's row 0
 
 
-def _dedupe(table: pa.Table) -> tuple[pa.Table, int]:
-    """Each seq once (the first row that arrived), in seq order; and how many rows were repeats."""
-    seqs = _seqs(table)
+def _dedupe(table: pa.Table, position: str = "seq") -> tuple[pa.Table, int]:
+    """Each place once (the first row that arrived), in order; and how many rows were repeats."""
+    seqs = _seqs(table, position)
     first: dict[int, int] = {}
     for i, s in enumerate(seqs):
         first.setdefault(s, i)
@@ -149,22 +151,23 @@ def _dedupe(table: pa.Table) -> tuple[pa.Table, int]:
     return table.take([first[s] for s in sorted(first)]), len(seqs) - len(first)
 
 
-def _whole(table: pa.Table) -> bool:
-    """Whether a document's deduplicated rows are all of its rows, seq 0 … doc_rows-1."""
+def _whole(table: pa.Table, position: str = "seq") -> bool:
+    """Whether a document's deduplicated rows are all of its rows, places 0 … doc_rows-1."""
     need = table.column("doc_rows")[0].as_py() or 1
-    return _seqs(table) == list(range(need))
+    return _seqs(table, position) == list(range(need))
 
 
 class _Documents:
     """A task's rows gathered by document: whole ones come out in batches, partial ones stay."""
 
-    def __init__(self):
+    def __init__(self, position: str = "seq"):
         self.pieces: dict[str, list[pa.Table]] = defaultdict(list)
-        self.repeats = 0
+        self.repeats, self.position = 0, position
 
     def add(self, block: pa.Table) -> list[pa.Table]:
         """The documents `block` completes, each as one table (those whole in `block` first, together)."""
-        docs, want, seqs = block.column("doc_id").to_pylist(), block.column("doc_rows").to_pylist(), _seqs(block)
+        docs, want = block.column("doc_id").to_pylist(), block.column("doc_rows").to_pylist()
+        seqs = _seqs(block, self.position)
         rows_of: dict[str, list[int]] = defaultdict(list)
         for i, d in enumerate(docs):
             rows_of[d].append(i)
@@ -175,8 +178,8 @@ class _Documents:
                 whole_here.extend(idx)  # the common case: the whole document in one block, in order
                 continue
             self.pieces[d].append(block.take(idx))
-            table, repeats = _dedupe(pa.concat_tables(self.pieces[d]))
-            if _whole(table):
+            table, repeats = _dedupe(pa.concat_tables(self.pieces[d]), self.position)
+            if _whole(table, self.position):
                 done.append(table)
                 self.repeats += repeats
                 del self.pieces[d]
@@ -257,6 +260,8 @@ class ChunkDatasink(Datasink):
     where the tasks write the run's Parquet (None: no Parquet, as a reload writes none);
     `keep_listing`: documents keep the listing their pending row holds (an ingest's plan)."""
 
+    position = "seq"  # the column that numbers a document's rows 0 … doc_rows-1
+
     def __init__(self, url: str, schema: str, coll: Collection, run_id: str, *, label: str,
                  share_text: bool = True, batch_rows: int = 2000, batch_seconds: float = 5.0,
                  reconnect_seconds: float = 60.0, parts: PartWriter | None = None, keep_listing: bool = False):
@@ -284,7 +289,7 @@ class ChunkDatasink(Datasink):
     def _write(self, blocks: Iterable[pa.Table], task: int, stats: SinkStats) -> None:
         with WriterStore(self.url, self.schema, application_name=f"{self.label} writer {task}",
                          reconnect_seconds=self.reconnect_seconds) as store:
-            gathered, ready, ready_rows, oldest = _Documents(), [], 0, None
+            gathered, ready, ready_rows, oldest = _Documents(self.position), [], 0, None
             for block in blocks:
                 block = pa.table(block) if not isinstance(block, pa.Table) else block
                 for doc in gathered.add(block):
@@ -386,22 +391,27 @@ class ChunkDatasink(Datasink):
         """Commit the documents tasks staged in part, each whole; then drop the staged rows."""
         docs = store.staged_documents(self.run_id, self.coll.name)
         for d in docs:
-            table, repeats = _dedupe(pa.concat_tables(store.staged_pieces(self.run_id, self.coll.name, d)))
+            table, repeats = _dedupe(pa.concat_tables(store.staged_pieces(self.run_id, self.coll.name, d)),
+                                     self.position)
             self.stats.duplicate_rows += repeats
             need = table.column("doc_rows")[0].as_py() or 1
             head = _head(table, 0)
-            if _whole(table):
+            if _whole(table, self.position):
                 self._commit(store, table, self.stats, ASSEMBLED_TASK)
-            elif not store.done_in_run(self.coll.name, head["source_path"], self.run_id):
-                missing = sorted(set(range(need)) - set(_seqs(table)))
+            elif not self._committed(store, head):
+                missing = sorted(set(range(need)) - set(_seqs(table, self.position)))
                 self._fail(store, head, "sink", "IncompleteDocument",
-                           f"received {table.num_rows} of {need} rows (missing seq {missing[:10]}"
+                           f"received {table.num_rows} of {need} rows (missing {self.position} {missing[:10]}"
                            f"{' …' if len(missing) > 10 else ''}); it will be retried", self.stats)
             else:  # a retried block repeated part of a document another task committed whole
                 self.stats.duplicate_rows += table.num_rows
             store.unstage(self.run_id, self.coll.name, d)
         if docs:
             log.info("%s: %d documents split across write tasks, assembled whole", self.label, len(docs))
+
+    def _committed(self, store: WriterStore, head: dict) -> bool:
+        """Whether another task committed this document whole in this run (a retried block repeated part of it)."""
+        return store.done_in_run(self.coll.name, head["source_path"], self.run_id)
 
     def on_write_failed(self, error: Exception) -> None:
         log.warning("%s: a write task failed (%s); documents it did not commit stay pending for the next run",
@@ -430,8 +440,9 @@ def placement(location, url: str, mode: str = "auto") -> dict:
     """Where write tasks (and a reload's read tasks) run (`sink.placement`). `driver`: on the driver's
     node; `spread`: over the cluster's nodes (every node must reach the database and the run
     directory); `auto`: the driver's node when the run directory is a local path or the database URL
-    reaches only this machine (a Unix socket, localhost), else spread. Call with Ray up."""
-    if mode == "spread" or (mode == "auto" and is_remote(location) and not local_only(url)):
+    reaches only this machine (a Unix socket, localhost), else spread. `location` None: the job has no
+    run directory (a re-embed reads and writes the database only). Call with Ray up."""
+    if mode == "spread" or (mode == "auto" and (location is None or is_remote(location)) and not local_only(url)):
         # Writers hold no CPU, so Ray's default would keep them all on the submitting node.
         return {"scheduling_strategy": "SPREAD"}
     return {"scheduling_strategy": NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)}
@@ -467,13 +478,18 @@ class Progress:
         try:
             with psycopg.connect(self.url, autocommit=True, application_name=f"corpusmill progress {self.run_id}"[:63]) as conn:
                 while not self._stop.wait(self.every):
-                    counts = dict.fromkeys(("done", "failed"), (0, 0)) | {
-                        r[0]: (r[1], r[2] or 0) for r in conn.execute(sql.SQL(
-                            "SELECT status, count(*), sum(chunk_count) FROM {} WHERE collection = %s AND run_id = %s "
-                            "AND status <> 'pending' GROUP BY status").format(sql.Identifier(self.schema, "documents")),
-                            (self.collection, self.run_id))}
-                    (done, vectors), failed = counts["done"], counts["failed"][0]
+                    done, failed, vectors = self.sample(conn)
                     log.info("committed %d/%d documents (%d failed), %d vectors, %.0f vectors/s", done + failed,
                              self.total, failed, vectors, vectors / max(time.monotonic() - started, 1e-6))
         except Exception:  # progress is a courtesy: never fail a run over it
             log.debug("no write progress", exc_info=True)
+
+    def sample(self, conn: psycopg.Connection) -> tuple[int, int, int]:
+        """(documents committed, documents failed, vectors) of the run so far."""
+        counts = dict.fromkeys(("done", "failed"), (0, 0)) | {
+            r[0]: (r[1], r[2] or 0) for r in conn.execute(sql.SQL(
+                "SELECT status, count(*), sum(chunk_count) FROM {} WHERE collection = %s AND run_id = %s "
+                "AND status <> 'pending' GROUP BY status").format(sql.Identifier(self.schema, "documents")),
+                (self.collection, self.run_id))}
+        (done, vectors), failed = counts["done"], counts["failed"][0]
+        return done, failed, vectors

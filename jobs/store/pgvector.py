@@ -24,7 +24,7 @@ import pyarrow as pa
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
-from jobs.errors import NotPermittedError, UnreachableError, UserError
+from jobs.errors import NotPermittedError, UnreachableError
 from jobs.rows import storable
 from jobs.sources.changes import StoredDoc
 from jobs.store import arrow_copy, doc_vectors, locks, shared_text, text_search
@@ -32,6 +32,7 @@ from jobs.store.arrow_copy import CHUNK_COLUMNS  # noqa: F401 (part of this modu
 from jobs.store.connection import connect, connect_with_backoff, reconnecting
 from jobs.store.names import chunk_table_name, index_name, lock_key
 from jobs.store.runs import RunRecords, UnknownCollection  # noqa: F401 (part of this module's API)
+from jobs.store.spaces import Collection, CollectionMismatch, EmbeddingSpaces  # noqa: F401 (part of this module's API)
 
 log = logging.getLogger(__name__)
 
@@ -53,19 +54,7 @@ class Committed:
     released: int = 0
 
 
-@dataclass(frozen=True)
-class Collection:
-    name: str
-    embedding_model: str
-    dimension: int
-    chunk_table: str
-
-
-class CollectionMismatch(UserError, ValueError):
-    pass
-
-
-class PgStore(RunRecords):
+class PgStore(RunRecords, EmbeddingSpaces):
     def __init__(self, url: str, schema: str = "corpusmill", *, application_name: str = "corpusmill",
                  reconnect_seconds: float = 60.0):
         self.url, self.schema, self.application_name = url, schema, application_name
@@ -238,102 +227,6 @@ class PgStore(RunRecords):
             self._record_space(coll, "active")
             self._refresh_view()
         return self.get_collection(name)
-
-    def _record_space(self, coll: Collection, status: str) -> None:
-        self.conn.execute(sql.SQL(
-            "INSERT INTO {} (collection, chunk_table, embedding_model, dimension, status) VALUES (%s, %s, %s, %s, %s) "
-            "ON CONFLICT (collection, chunk_table) DO UPDATE SET status = EXCLUDED.status").format(
-            self._t("embedding_spaces")), (coll.name, coll.chunk_table, coll.embedding_model, coll.dimension, status))
-
-    # ---- embedding spaces (reembed) -----------------------------------------------------------
-    @reconnecting
-    def begin_space(self, active: Collection, model: str, dimension: int) -> Collection:
-        """A new chunk table beside the active one, for `model`; idempotent, so a rerun resumes it."""
-        table = chunk_table_name(active.name, model, dimension)
-        if table == active.chunk_table:
-            raise CollectionMismatch(f"collection {active.name!r} already uses {model} ({dimension} dimensions)")
-        space = Collection(active.name, model, dimension, table)
-        status = self.conn.execute(sql.SQL(
-            "SELECT status FROM {} WHERE collection = %s AND chunk_table = %s").format(self._t("embedding_spaces")),
-            (active.name, table)).fetchone()
-        with self.conn.transaction():
-            if status and status[0] == "retired":
-                # A space this collection left earlier holds stale chunks: start it afresh.
-                self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t(table)))
-                doc_vectors.drop(self.conn, self.schema, table)
-            self._create_chunk_table(table, dimension)
-            self._record_space(space, "building")
-        return space
-
-    @reconnecting
-    def docs_missing_from(self, active: Collection, space: Collection) -> list[str]:
-        """Documents of the active space not yet copied into `space` (what a resumed reembed still owes)."""
-        rows = self.conn.execute(sql.SQL(
-            "SELECT DISTINCT a.doc_id FROM {} a WHERE NOT EXISTS (SELECT 1 FROM {} b WHERE b.doc_id = a.doc_id) "
-            "ORDER BY a.doc_id").format(self._t(active.chunk_table), self._t(space.chunk_table)))
-        return [r[0] for r in rows]
-
-    @reconnecting
-    def document_count(self, coll: Collection) -> int:
-        return self.conn.execute(sql.SQL("SELECT count(DISTINCT doc_id) FROM {}").format(
-            self._t(coll.chunk_table))).fetchone()[0]
-
-    @reconnecting
-    def chunks_of(self, coll: Collection, doc_ids: list[str]) -> list[dict]:
-        cols = [c for c, _ in CHUNK_COLUMNS if c != "embedding"]
-        cur = self.conn.execute(sql.SQL("SELECT {} FROM {} WHERE doc_id = ANY(%s) ORDER BY doc_id, seq").format(
-            sql.SQL(", ").join(sql.Identifier(c) for c in cols), self._t(coll.chunk_table)), (doc_ids,))
-        return [dict(zip(cols, r)) for r in cur]
-
-    @reconnecting
-    def load_space_document(self, space: Collection, doc_id: str, chunks: list[dict]) -> None:
-        """One document's re-embedded chunks into the new space, atomically (the reembed checkpoint)."""
-        with self.conn.transaction():
-            self.conn.execute(sql.SQL("DELETE FROM {} WHERE doc_id = %s").format(self._t(space.chunk_table)), (doc_id,))
-            arrow_copy.copy_table(self.conn, self._t(space.chunk_table), arrow_copy.rows_table(chunks))
-
-    @reconnecting
-    def switch_space(self, active: Collection, space: Collection, old_fingerprint: str | None,
-                     new_fingerprint: str | None) -> None:
-        """Make `space` the collection's active space in one transaction; the old one is retired.
-        Documents checkpointed under the old model's fingerprint move to the new one, so the next
-        ingest with the new model re-chunks nothing."""
-        with self.conn.transaction():
-            self.conn.execute(sql.SQL(
-                "UPDATE {} SET embedding_model = %s, dimension = %s, chunk_table = %s WHERE name = %s").format(
-                self._t("collections")), (space.embedding_model, space.dimension, space.chunk_table, active.name))
-            self._record_space(active, "retired")
-            self._record_space(space, "active")
-            if old_fingerprint and new_fingerprint:
-                self.conn.execute(sql.SQL(
-                    "UPDATE {} SET pipeline_fingerprint = %s WHERE collection = %s AND pipeline_fingerprint = %s").format(
-                    self._t("documents")), (new_fingerprint, active.name, old_fingerprint))
-            self._refresh_view()
-
-    @reconnecting
-    def drop_space(self, space: Collection) -> None:
-        """Drop a space that is not the collection's active one (a benchmark's scratch space)."""
-        active = self.get_collection(space.name)
-        if active is not None and active.chunk_table == space.chunk_table:
-            raise ValueError(f"{space.chunk_table} is the active space of {space.name!r}; it cannot be dropped")
-        with self.conn.transaction():
-            self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t(space.chunk_table)))
-            doc_vectors.drop(self.conn, self.schema, space.chunk_table)
-            self.conn.execute(sql.SQL("DELETE FROM {} WHERE collection = %s AND chunk_table = %s").format(
-                self._t("embedding_spaces")), (space.name, space.chunk_table))
-
-    @reconnecting
-    def drop_retired(self, collection: str) -> list[str]:
-        tables = [r[0] for r in self.conn.execute(sql.SQL(
-            "SELECT chunk_table FROM {} WHERE collection = %s AND status = 'retired'").format(
-            self._t("embedding_spaces")), (collection,))]
-        with self.conn.transaction():
-            for t in tables:
-                self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t(t)))
-                doc_vectors.drop(self.conn, self.schema, t)
-            self.conn.execute(sql.SQL("DELETE FROM {} WHERE collection = %s AND status = 'retired'").format(
-                self._t("embedding_spaces")), (collection,))
-        return tables
 
     def _create_chunk_table(self, table: str, dimension: int) -> None:
         defs = []

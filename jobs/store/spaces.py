@@ -1,0 +1,179 @@
+"""Embedding spaces: a collection's chunk tables, one per model, of which one is active. `reembed`
+fills a new space beside the active one and switches to it in one transaction: PgStore's share.
+
+A mixin, as jobs/store/runs.py is: it needs the store's connection (`self.conn`), its schema-qualified
+names (`self._t`) and the chunk-table builder.
+
+A document is in a space when its rows are: the space's own checkpoint. A re-embed's writers replace a
+document's rows in one transaction (`load_space_documents`), so a document is wholly in or not at all,
+and what a killed re-embed still owes is what `missing_ranges` finds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+from psycopg import sql
+
+from jobs.errors import UserError
+from jobs.store import arrow_copy, doc_vectors
+from jobs.store.arrow_copy import CHUNK_COLUMNS
+from jobs.store.connection import reconnecting
+from jobs.store.names import chunk_table_name
+
+
+@dataclass(frozen=True)
+class Collection:
+    name: str
+    embedding_model: str
+    dimension: int
+    chunk_table: str
+
+
+class CollectionMismatch(UserError, ValueError):
+    pass
+
+
+class EmbeddingSpaces:
+    def _record_space(self, coll: Collection, status: str) -> None:
+        self.conn.execute(sql.SQL(
+            "INSERT INTO {} (collection, chunk_table, embedding_model, dimension, status) VALUES (%s, %s, %s, %s, %s) "
+            "ON CONFLICT (collection, chunk_table) DO UPDATE SET status = EXCLUDED.status").format(
+            self._t("embedding_spaces")), (coll.name, coll.chunk_table, coll.embedding_model, coll.dimension, status))
+
+    @reconnecting
+    def begin_space(self, active: Collection, model: str, dimension: int) -> Collection:
+        """A new chunk table beside the active one, for `model`; idempotent, so a rerun resumes it."""
+        table = chunk_table_name(active.name, model, dimension)
+        if table == active.chunk_table:
+            raise CollectionMismatch(f"collection {active.name!r} already uses {model} ({dimension} dimensions)")
+        space = Collection(active.name, model, dimension, table)
+        status = self.conn.execute(sql.SQL(
+            "SELECT status FROM {} WHERE collection = %s AND chunk_table = %s").format(self._t("embedding_spaces")),
+            (active.name, table)).fetchone()
+        with self.conn.transaction():
+            if status and status[0] == "retired":
+                # A space this collection left earlier holds stale chunks: start it afresh.
+                self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t(table)))
+                doc_vectors.drop(self.conn, self.schema, table)
+            self._create_chunk_table(table, dimension)
+            self._record_space(space, "building")
+        return space
+
+    @reconnecting
+    def docs_missing_from(self, active: Collection, space: Collection) -> list[str]:
+        """Documents of the active space not yet copied into `space` (what a resumed reembed still owes)."""
+        rows = self.conn.execute(sql.SQL(
+            "SELECT DISTINCT a.doc_id FROM {} a WHERE NOT EXISTS (SELECT 1 FROM {} b WHERE b.doc_id = a.doc_id) "
+            "ORDER BY a.doc_id").format(self._t(active.chunk_table), self._t(space.chunk_table)))
+        return [r[0] for r in rows]
+
+    @reconnecting
+    def space_size(self, coll: Collection) -> tuple[int, int]:
+        """(documents, chunks) a space holds."""
+        return tuple(self.conn.execute(sql.SQL("SELECT count(DISTINCT doc_id), count(*) FROM {}").format(
+            self._t(coll.chunk_table))).fetchone())
+
+    @reconnecting
+    def chunks_of(self, coll: Collection, doc_ids: list[str]) -> list[dict]:
+        cols = [c for c, _ in CHUNK_COLUMNS if c != "embedding"]
+        cur = self.conn.execute(sql.SQL("SELECT {} FROM {} WHERE doc_id = ANY(%s) ORDER BY doc_id, seq").format(
+            sql.SQL(", ").join(sql.Identifier(c) for c in cols), self._t(coll.chunk_table)), (doc_ids,))
+        return [dict(zip(cols, r)) for r in cur]
+
+    def load_space_document(self, space: Collection, doc_id: str, chunks: list[dict]) -> None:
+        """One document's re-embedded chunks (row dicts) into the new space: load_space_documents for one."""
+        self.load_space_documents(space, [doc_id], arrow_copy.rows_table(chunks))
+
+    @reconnecting
+    def switch_space(self, active: Collection, space: Collection, old_fingerprint: str | None,
+                     new_fingerprint: str | None) -> None:
+        """Make `space` the collection's active space in one transaction; the old one is retired.
+        Documents checkpointed under the old model's fingerprint move to the new one, so the next
+        ingest with the new model re-chunks nothing."""
+        with self.conn.transaction():
+            self.conn.execute(sql.SQL(
+                "UPDATE {} SET embedding_model = %s, dimension = %s, chunk_table = %s WHERE name = %s").format(
+                self._t("collections")), (space.embedding_model, space.dimension, space.chunk_table, active.name))
+            self._record_space(active, "retired")
+            self._record_space(space, "active")
+            if old_fingerprint and new_fingerprint:
+                self.conn.execute(sql.SQL(
+                    "UPDATE {} SET pipeline_fingerprint = %s WHERE collection = %s AND pipeline_fingerprint = %s").format(
+                    self._t("documents")), (new_fingerprint, active.name, old_fingerprint))
+            self._refresh_view()
+
+    @reconnecting
+    def drop_space(self, space: Collection) -> None:
+        """Drop a space that is not the collection's active one (a benchmark's scratch space)."""
+        active = self.get_collection(space.name)
+        if active is not None and active.chunk_table == space.chunk_table:
+            raise ValueError(f"{space.chunk_table} is the active space of {space.name!r}; it cannot be dropped")
+        with self.conn.transaction():
+            self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t(space.chunk_table)))
+            doc_vectors.drop(self.conn, self.schema, space.chunk_table)
+            self.conn.execute(sql.SQL("DELETE FROM {} WHERE collection = %s AND chunk_table = %s").format(
+                self._t("embedding_spaces")), (space.name, space.chunk_table))
+
+    @reconnecting
+    def drop_retired(self, collection: str) -> list[str]:
+        tables = [r[0] for r in self.conn.execute(sql.SQL(
+            "SELECT chunk_table FROM {} WHERE collection = %s AND status = 'retired'").format(
+            self._t("embedding_spaces")), (collection,))]
+        with self.conn.transaction():
+            for t in tables:
+                self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t(t)))
+                doc_vectors.drop(self.conn, self.schema, t)
+            self.conn.execute(sql.SQL("DELETE FROM {} WHERE collection = %s AND status = 'retired'").format(
+                self._t("embedding_spaces")), (collection,))
+        return tables
+
+    def _missing(self, active: Collection, space: Collection) -> sql.Composed:
+        """The active space's rows whose document `space` does not hold yet (alias a)."""
+        return sql.SQL("{} a WHERE NOT EXISTS (SELECT 1 FROM {} b WHERE b.doc_id = a.doc_id)").format(
+            self._t(active.chunk_table), self._t(space.chunk_table))
+
+    @reconnecting
+    def missing_ranges(self, active: Collection, space: Collection, per_range: int) -> list[tuple[str, str, int]]:
+        """The documents `space` still lacks as (first doc_id, last doc_id, documents) ranges of about
+        `per_range` documents each, cut by the server: the driver holds the ranges, never the ids."""
+        return [tuple(r) for r in self.conn.execute(sql.SQL(
+            "SELECT min(doc_id), max(doc_id), count(*) FROM ("
+            " SELECT doc_id, (row_number() OVER (ORDER BY doc_id) - 1) / %s AS part"
+            " FROM (SELECT DISTINCT a.doc_id FROM {}) d) r GROUP BY part ORDER BY part").format(
+            self._missing(active, space)), (per_range,))]
+
+    @reconnecting
+    def space_rows(self, active: Collection, space: Collection, first: str, last: str) -> list[dict]:
+        """The active space's chunks of the documents in [first, last] that `space` lacks, each document's
+        rows together in seq order with its row count (`doc_rows`) and its rows numbered from 0 (`pos`):
+        a stored document's seqs have gaps (omitted chunks, text another document holds), so the
+        writers tell a whole document by `pos`."""
+        cols = [c for c, _ in CHUNK_COLUMNS if c != "embedding"]
+        cur = self.conn.execute(sql.SQL(
+            "SELECT {}, count(*) OVER w, (row_number() OVER (w ORDER BY a.seq) - 1) FROM {} "
+            "AND a.doc_id BETWEEN %s AND %s WINDOW w AS (PARTITION BY a.doc_id) ORDER BY a.doc_id, a.seq").format(
+            sql.SQL(", ").join(sql.Identifier("a", c) for c in cols), self._missing(active, space)), (first, last))
+        return [dict(zip(cols, r[:-2]), doc_rows=r[-2], pos=r[-1]) for r in cur]
+
+    @reconnecting
+    def missing_count(self, active: Collection, space: Collection) -> int:
+        """Documents of the active space that `space` does not hold."""
+        return self.conn.execute(sql.SQL("SELECT count(DISTINCT a.doc_id) FROM {}").format(
+            self._missing(active, space))).fetchone()[0]
+
+    @reconnecting
+    def load_space_documents(self, space: Collection, doc_ids: list[str], chunks: pa.Table) -> int:
+        """Documents' re-embedded chunks into `space`, replacing any rows they had there, in one
+        transaction (the re-embed checkpoint). Returns the rows written."""
+        self._register_vector()  # a writer's store never ran migrate()
+        with self.conn.transaction():
+            self.conn.execute(sql.SQL("DELETE FROM {} WHERE doc_id = ANY(%s)").format(self._t(space.chunk_table)),
+                              (doc_ids,))
+            return arrow_copy.copy_table(self.conn, self._t(space.chunk_table), chunks)
+
+    @reconnecting
+    def space_holds(self, space: Collection, doc_id: str) -> bool:
+        return self.conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE doc_id = %s)").format(
+            self._t(space.chunk_table)), (doc_id,)).fetchone()[0]
