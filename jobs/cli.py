@@ -113,8 +113,8 @@ def cmd_ingest(args) -> int:
     print(f"\nrun {result.run_id} · collection {result.collection} · fingerprint {result.fingerprint}")
     print(f"files: {f['add']} added, {f['update']} updated, {f['retry']} retried, {f['skip']} skipped, "
           f"{f['delete']} deleted, {f['failed']} failed")
-    print(f"this run: {c['total']} chunks ({c['omitted']} omitted) · {c['embedded']} vectors loaded · "
-          f"{result.seconds:.1f} s" + (" · HNSW index built" if result.index_built else ""))
+    print(f"this run: {c['total']} chunks ({c['omitted']} omitted) · {c['embedded']} vectors loaded ({c['vectors_computed']} "
+          f"computed, {c['vectors_reused']} reused) · {result.seconds:.1f} s" + (" · HNSW index built" * result.index_built))
     t = result.totals
     print(f"collection {t['collection']}: {t['documents']['done']} documents done, {t['documents']['failed']} failed, "
           f"{t['documents']['pending']} pending · {t['chunks']} chunks stored")
@@ -250,9 +250,9 @@ def cmd_reembed(args) -> int:
     print(f"collection {r.collection}: {r.old_model} → {r.new_model} (table {r.table})")
     print(f"re-embedded {r.documents} documents, {r.chunks} chunks in {r.seconds:.1f} s"
           + (f" (resumed: {r.resumed_from} were already done)" if r.resumed_from else ""))
-    if r.writers:
-        print(f"on Ray: {r.actors} embedding actor(s) × {r.workers} worker(s), {r.writers} writers on "
-              f"{r.nodes} node(s)")
+    print(f"vectors: {r.computed} computed, {r.reused} reused (unchanged texts, from this model's earlier space)"
+          + (f"\non Ray: {r.actors} embedding actor(s) × {r.workers} worker(s), {r.writers} writers on {r.nodes} "
+             "node(s)" if r.writers else ""))
     if r.dropped:
         print("dropped old spaces: " + ", ".join(r.dropped))
     return 0

@@ -304,6 +304,10 @@ class EmbeddingConfig(_Strict):
         "`resources.num_cpus` per worker. `auto`: on a local Ray's CPUs, every encoder in one actor; on GPUs "
         "and on a multi-node cluster, 1 (see jobs/embed/layout.py)")
     resources: ResourcesConfig = ResourcesConfig(num_cpus=1, pool_size=1, batch_size=256)
+    reuse: bool = Field(
+        True, description="before embedding, look up each text among the vectors the collection holds (by "
+        "md5(embed_text), compared whole) and compute only the misses; a text repeated in a batch is encoded "
+        "once. The summary counts vectors computed and reused")
 
     @field_validator("workers_per_actor")
     @classmethod

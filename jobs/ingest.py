@@ -52,6 +52,7 @@ from jobs.sources.storage import StorageOptions
 from jobs.sources.uris import is_remote, join, local_path
 from jobs.store.connection import DatabaseUnavailable
 from jobs.store.datasink import ChunkDatasink, Progress, SinkStats, writer_args
+from jobs.store.known_vectors import KnownVectors
 from jobs.store.locks import CollectionBusy
 from jobs.store.parquet import RunOutput
 from jobs.store.pgvector import PgStore
@@ -156,7 +157,7 @@ def _take_released(store: PgStore, collection: str, plan) -> None:
 
 
 def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
-                  storage: StorageOptions | None = None):
+                  storage: StorageOptions | None = None, known: KnownVectors | None = None):
     """The Ray Data plan: one branch per source type, unioned before the embedding actor pool. Work
     items carry each source's path or object URI; the parse tasks read it on their own node, with
     `storage` (endpoint, region, secret-file credentials as SecretStr) shipped in the stage arguments."""
@@ -219,7 +220,8 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
              f"{cluster.get('GPU', 0):g} GPU(s)" if emb.resources.num_gpus else f"{cores} cores")
     # Two calls at once keep an actor's workers fed: one call's batches finish while the next one's start.
     return adapter.apply(ds, adapter.Stage("embed", Embedder, CHUNK_SCHEMA, embed_resources(cfg, actors, workers),
-                                           embedder_args(cfg, workers), calls_per_actor=min(workers, 2)), retries)
+                                           embedder_args(cfg, workers, known=known), calls_per_actor=min(workers, 2)),
+                         retries)
 
 
 def operator_stats(ds) -> dict:
@@ -340,8 +342,10 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
                              keep_listing=True)
         status = "ok"
         if items:
+            # Vectors of texts the collection holds (unchanged chunks of an edited page, repeated blocks) are reused.
+            known = KnownVectors(url, cfg.database.schema_name, coll.chunk_table) if cfg.embedding.reuse else None
             ds = build_dataset(cfg, [i for i in items if i["source_type"] == "markdown"],
-                               [i for i in items if i["source_type"] == "excel"], storage)
+                               [i for i in items if i["source_type"] == "excel"], storage, known)
             writers = cfg.sink.writers_for(cores_of(ray.cluster_resources()))
             log.info("writing: %d parallel writers", writers)
             try:
@@ -400,7 +404,8 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
         result.metrics["token_limit"] = limit
         if items or plan.delete:
             # The collection changed: measure what is now in the index and hold it to the gates.
-            index = index_metrics(store, coll, token_limit=limit)
+            # A server restart after the write (the run's documents are in) must not fail the run here.
+            index = store.read(index_metrics, coll, token_limit=limit)
             index["shared_text"] = shared = store.shared_text_counts(coll)
             if shared["whole_copies"]:
                 index["warnings"].append(
@@ -419,8 +424,10 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
             status = "failed_files"
         elif result.gate_failures:
             status = "failed_gates"
-        store.finish_run(run_id, status, result.metrics["files"] | {"chunks": sink.stats.chunks,
-                                                                     "vectors": sink.stats.vectors},
+        chunks = result.metrics["chunks"]
+        store.finish_run(run_id, status, result.metrics["files"] | {
+            "chunks": sink.stats.chunks, "vectors": sink.stats.vectors,
+            "vectors_computed": chunks["vectors_computed"], "vectors_reused": chunks["vectors_reused"]},
                          result.metrics["stages"])
         result.totals = store.status(cfg.collection)
     try:

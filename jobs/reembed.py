@@ -6,9 +6,13 @@ the server, so the driver holds ranges, not ids), read tasks fetch each range's 
 embedding actor pool embeds their `embed_text` (laid out as an ingest's: jobs/embed/layout.py, on GPUs
 when the config asks for them), and parallel writers commit whole documents into the space
 (jobs/store/space_sink.py). A document is in the space wholly or not at all, so a killed re-embed
-resumes where it stopped. When every document is in, the collection switches to the space in one
-transaction and the previous one is retired (`--drop-old` drops it); while any document is missing
-(one failed, a block was lost), it does not switch, and the next run retries those. Chunks are
+resumes where it stopped. Going back to a model the collection had before reuses the vectors of
+unchanged texts (jobs/store/spaces.py): documents with no changed text are copied on the server
+before the job starts (when that is all of them, Ray never starts), and of the rest only changed
+chunks are embedded. When every document is in,
+the collection switches to the space in one transaction and the previous one is retired
+(`--drop-old` drops it); while any document is missing (one failed, a block was lost), it does not
+switch, and the next run retries those. Chunks are
 re-embedded from their stored `embed_text`: boundaries stay as chunked; re-run `ingest` with the new
 model in the config to re-chunk to its token limit.
 
@@ -60,6 +64,11 @@ class ReembedResult:
     workers: int = 0
     writers: int = 0
     nodes: int = 0
+    reused: int = 0  # of `chunks`: vectors an earlier space of this model held for the same text
+
+    @property
+    def computed(self) -> int:
+        return self.chunks - self.reused
 
 
 def _fingerprint_with(cfg: JobConfig, model: str) -> str:
@@ -179,9 +188,16 @@ def run_reembed(cfg: JobConfig, collection: str, model: str, *, drop_old: bool =
         active = open_active(store, collection)
         space = store.begin_space(active, model, embedding_dimension(model))
         already = store.space_size(space)
+        # Documents whose every text is unchanged since this model's earlier space need no model at all.
+        copied_docs, copied_rows = store.copy_reusable_documents(active, space)
+        if copied_docs:
+            log.info("%d documents (%d chunks) copied with the vectors of this model's earlier space: nothing "
+                     "to embed", copied_docs, copied_rows)
         ranges = store.missing_ranges(active, space, docs_per_batch)
         todo = sum(n for _, _, n in ranges)
-        log.info("re-embedding %s with %s: %d documents to do, %d already done", collection, model, todo, already[0])
+        reused = store.reusable(active, space)
+        log.info("re-embedding %s with %s: %d documents to do (%d vectors of unchanged texts reused from its earlier "
+                 "space), %d already done", collection, model, todo, reused, already[0])
         layout, stats = (0, 0, 0), None
         if ranges:
             ray_started = init_ray(cfg)
@@ -201,7 +217,9 @@ def run_reembed(cfg: JobConfig, collection: str, model: str, *, drop_old: bool =
         store.ensure_hnsw_index(space, cfg.database.hnsw_m, cfg.database.hnsw_ef_construction)
         store.ensure_text_index(space)
         switch_to(store, cfg, active, space)
+        store.drop_reuse(space)
         dropped = store.drop_retired(collection) if drop_old else []
     return ReembedResult(collection, active.embedding_model, model, space.chunk_table,
-                         stats.docs_done if stats else 0, already[0], stats.chunks if stats else 0,
-                         time.monotonic() - started, dropped, *layout, len(stats.nodes) if stats else 0)
+                         copied_docs + (stats.docs_done if stats else 0), already[0],
+                         copied_rows + (stats.chunks if stats else 0), time.monotonic() - started, dropped, *layout,
+                         len(stats.nodes) if stats else 0, copied_rows + reused)

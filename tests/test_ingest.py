@@ -195,6 +195,11 @@ def test_incremental_changes_and_config_fingerprint(tmp_path, corpus, env, pg_ur
     qa = next(line.split()[1] for line in out.stdout.splitlines() if line.startswith("qa:"))
     metrics = json.loads(open(f"{qa}/metrics.json").read())
     assert metrics["chunks"]["shared"] == len(untouched)
+    # Vectors of texts the collection held (the copied page, server.md's unchanged chunks) were reused (#20).
+    c = metrics["chunks"]
+    assert c["vectors_reused"] >= len(untouched) and c["vectors_computed"] > 0, c
+    assert c["vectors_computed"] + c["vectors_reused"] == c["total"] - c["omitted"]
+    assert f"({c['vectors_computed']} computed, {c['vectors_reused']} reused)" in out.stdout
     assert metrics["index"]["shared_text"]["whole_copy_paths"] == ["copied/editorial-checklist.md"]
     assert any("copied/editorial-checklist.md" in w for w in metrics["index"]["warnings"])
 

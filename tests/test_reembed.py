@@ -86,6 +86,8 @@ def test_reembed_killed_resumes_switches_and_drops_old(tmp_path, corpus, env, pg
     out = cli("reembed", "--collection", "e2e_reembed", "--model", ORIGINAL, "--drop-old", "--config", str(cfg),
               env=env)
     assert out.returncode == 0, out.stdout + out.stderr
+    # Back to the model the collection had: every text is unchanged, so every vector is reused (#20).
+    assert f"vectors: 0 computed, {len(before)} reused" in out.stdout, out.stdout
     assert status("e2e_reembed", env)["embedding_model"] == ORIGINAL
     assert list(spaces(pg_url, "e2e_reembed").values()) == ["active"]
     assert len(chunk_rows(pg_url, "e2e_reembed")) == len(before)

@@ -28,6 +28,9 @@ def run_metrics(stats: SinkStats, plan_counts: dict, seconds: float) -> dict:
             "total": stats.chunks,
             "embedded": stats.vectors,
             "omitted": stats.omitted,
+            # of the chunks embedded: vectors computed now, and reused (a text the collection or the batch held)
+            "vectors_computed": stats.chunks - stats.omitted - stats.reused,
+            "vectors_reused": stats.reused,
             # embedded, but another document holds the same text: recorded once (jobs/store/shared_text.py)
             "shared": stats.shared,
             "documents_released": stats.released,
@@ -54,6 +57,8 @@ def write_summary(path: Path, metrics: dict) -> None:
         f"{f['delete']} deleted, {f['failed']} failed",
         f"- chunks: {c['total']} ({c['embedded']} embedded, {c['omitted']} omitted"
         + (f", {c['shared']} not stored again: another document holds their text" if c.get("shared") else "") + ")",
+        f"- vectors: {c.get('vectors_computed', c['embedded'])} computed, {c.get('vectors_reused', 0)} reused "
+        "(texts the collection or this run already held)",
         f"- by quality: {', '.join(f'{k} {v}' for k, v in sorted(c['by_quality'].items())) or '-'}",
         f"- omitted by reason: {', '.join(f'{k} {v}' for k, v in sorted(c['omitted_by_reason'].items())) or '-'}",
         f"- embedded chunk tokens: mean {e['tokens_mean']}, median {e['tokens_median']}",

@@ -5,6 +5,12 @@ trained for. Only `chunk` rows that are not omitted are embedded; everything els
 If a batch fails, the documents in it are retried one by one, so a single bad document fails
 alone instead of taking its batch neighbours with it.
 
+Only texts never embedded before are computed (#20): with `known` (jobs/store/known_vectors.py) a
+batch's texts are first looked up among the vectors the collection holds, and a text that appears
+more than once in a batch is encoded once. A row that arrives with its vector (a re-embed reusing one)
+keeps it. Each document's reused vectors are counted in its `doc_stats` (`vectors_reused`), which
+the writers sum.
+
 On a CPU one actor runs several encoder workers (threads, each with its own copy of the model and
 `torch_threads` torch threads): single-threaded encoders do not stall each other at torch's sync points
 when another process takes a core, and as threads of one process they import torch and
@@ -13,9 +19,11 @@ sentence-transformers once instead of once per core (ops/bench/RESULTS.md).
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -24,6 +32,7 @@ from jobs.embed.models import resolve_model
 from jobs.embed.tokens import token_counter
 from jobs.errors import NotAvailableError
 from jobs.rows import error_fields
+from jobs.store.known_vectors import KnownVectors
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +69,14 @@ def token_budget_batches(lengths: list[int], max_tokens: int, max_rows: int) -> 
 class Embedder:
     def __init__(self, model: str, *, device: str = "auto", dtype: str = "float32", encode_batch_size: int = 64,
                  torch_threads: int | None = None, num_gpus: float = 0.0, max_batch_tokens: int | None = None,
-                 workers: int = 1):
+                 workers: int = 1, known: KnownVectors | None = None):
         # Late: torch and sentence-transformers load in the encoding actor, not in a driver that only names the stage.
         import torch
         from sentence_transformers import SentenceTransformer
 
         if torch_threads:
             torch.set_num_threads(torch_threads)
-        self.model_ref = model
+        self.model_ref, self.known = model, known
         self.device = pick_device(device, num_gpus)
         info = resolve_model(model)
 
@@ -126,7 +135,8 @@ class Embedder:
             self._idle.put(model)
 
     def __call__(self, rows: list[dict]) -> list[dict]:
-        todo = [i for i, r in enumerate(rows) if r.get("row_kind") == "chunk" and not r.get("omitted")]
+        todo = [i for i, r in enumerate(rows) if r.get("row_kind") == "chunk" and not r.get("omitted")
+                and r.get("embedding") is None]  # a row with its vector (module docstring) keeps it
         try:
             self._fill(rows, todo)
         except Exception:
@@ -143,6 +153,30 @@ class Embedder:
     def _fill(self, rows: list[dict], idx: list[int]) -> None:
         if not idx:
             return
-        vectors = self.encode([rows[i]["embed_text"] for i in idx])
-        for i, v in zip(idx, vectors):
-            rows[i] = dict(rows[i], embedding=v.tolist(), embedding_model=self.model_ref)
+        texts = [rows[i]["embed_text"] for i in idx]
+        known = self.known.lookup(texts) if self.known is not None else {}
+        todo = list(dict.fromkeys(t for t in texts if t not in known))  # each new text once
+        computed = dict(zip(todo, self.encode(todo)))
+        reused: Counter = Counter()
+        for i, text in zip(idx, texts):
+            if text in computed:
+                vector = computed.pop(text).tolist()
+                known[text] = vector  # a repeat of it in this batch reuses it
+            else:
+                vector = known[text]
+                reused[rows[i]["doc_id"]] += 1
+            rows[i] = dict(rows[i], embedding=vector, embedding_model=self.model_ref)
+        _count_reused(rows, reused)
+
+
+def _count_reused(rows: list[dict], reused: Counter) -> None:
+    """Add each document's reused vectors to the `doc_stats` of its first row here (the writers sum every
+    row's doc_stats, so any of a document's rows may carry it)."""
+    for i, row in enumerate(rows):
+        n = reused.pop(row["doc_id"], 0)
+        if n:
+            stats = json.loads(row.get("doc_stats") or "{}")
+            stats["vectors_reused"] = stats.get("vectors_reused", 0) + n
+            rows[i] = dict(row, doc_stats=json.dumps(stats))
+        if not reused:
+            return

@@ -5,6 +5,7 @@ plain arithmetic over the config and the cluster's resources (no Ray here)."""
 from __future__ import annotations
 
 from jobs.config import JobConfig, ResourcesConfig
+from jobs.store.known_vectors import KnownVectors
 
 
 def embed_layout(cfg: JobConfig, cluster: dict, cores: int, documents: int,
@@ -53,10 +54,10 @@ def embed_resources(cfg: JobConfig, actors: int, workers: int) -> ResourcesConfi
     return res.model_copy(update={"pool_size": actors, "num_cpus": res.num_cpus * workers})
 
 
-def embedder_args(cfg: JobConfig, workers: int, model: str | None = None) -> dict:
+def embedder_args(cfg: JobConfig, workers: int, model: str | None = None, known: KnownVectors | None = None) -> dict:
     """What each embedding actor builds its Embedder from (jobs/embed/encoder.py); `model` overrides
-    the config's (a re-embed)."""
+    the config's (a re-embed); `known`: where to look up vectors of texts embedded before."""
     emb = cfg.embedding
     return {"model": model or emb.model, "device": emb.device, "dtype": emb.dtype,
             "encode_batch_size": emb.encode_batch_size, "torch_threads": emb.torch_threads,
-            "num_gpus": emb.resources.num_gpus, "workers": workers}
+            "num_gpus": emb.resources.num_gpus, "workers": workers, "known": known}

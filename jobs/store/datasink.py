@@ -90,6 +90,7 @@ class SinkStats:
     omit_reasons: Counter = field(default_factory=Counter)
     by_source_type: Counter = field(default_factory=Counter)
     text_changes: Counter = field(default_factory=Counter)  # normalization, dedupe, merges (doc_stats)
+    reused: int = 0  # chunks whose vector was not computed: a text the collection or the batch held (doc_stats)
     # Tokens and words of embedded chunks, tallied (value -> chunks): as big as the distinct values, not the run.
     tokens: Counter = field(default_factory=Counter)
     words: Counter = field(default_factory=Counter)
@@ -131,7 +132,9 @@ class SinkStats:
         if "doc_stats" in table.column_names:
             for raw in table.column("doc_stats").drop_null().to_pylist():
                 if raw:
-                    self.text_changes.update(json.loads(raw))
+                    changes = json.loads(raw)
+                    self.reused += changes.pop("vectors_reused", 0)
+                    self.text_changes.update(changes)
 
 
 def _seqs(table: pa.Table, position: str = "seq") -> list[int]:

@@ -30,6 +30,11 @@ def chunk_table_name(collection: str, model: str, dimension: int) -> str:
     return bounded_name(f"chunks_{collection}_{slug}_{dimension}")
 
 
+def reuse_table_name(table: str) -> str:
+    """Where a retired space's vectors wait while the space is rebuilt (jobs/store/spaces.py begin_space)."""
+    return bounded_name(table, "_reuse")
+
+
 def index_name(table: str, kind: str) -> str:
     """The name of a chunk table's `hnsw` or `doc` index: the one helper every caller uses, so the
     index an index-metrics probe looks for is the index that was built. Derived from the table name

@@ -212,6 +212,7 @@ class PgStore(RunRecords, EmbeddingSpaces):
                 )
             self._ensure_doc_index(existing.chunk_table)
             self._ensure_hash_index(existing.chunk_table)
+            self._ensure_embed_index(existing.chunk_table)
             return existing
         coll = Collection(name, model, dimension, chunk_table_name(name, model, dimension))
         with self.conn.transaction():
@@ -239,6 +240,13 @@ class PgStore(RunRecords, EmbeddingSpaces):
         self.conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(self._t(table), sql.SQL(", ").join(defs)))
         self._ensure_doc_index(table)
         self._ensure_hash_index(table)
+        self._ensure_embed_index(table)
+
+    def _ensure_embed_index(self, table: str) -> None:
+        """The md5(embed_text) index vector reuse looks texts up by (jobs/store/known_vectors.py); an
+        expression index, so it is made by name (IF NOT EXISTS), not found by column."""
+        self.conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (md5(embed_text))").format(
+            sql.Identifier(index_name(table, "embed")), self._t(table)))
 
     def _ensure_hash_index(self, table: str) -> None:
         """The text_sha256 index that finds which document holds a text (jobs/store/shared_text.py)."""
@@ -361,6 +369,12 @@ class PgStore(RunRecords, EmbeddingSpaces):
             self._set_documents(coll.name, [(doc, "done", per_doc[doc["doc_id"]], run_id, None) for doc in docs],
                                 keep_listing)
         return Committed(stored.num_rows, len(copies), released)
+
+    @reconnecting
+    def read(self, fn, *args, **kwargs):
+        """`fn(self, *args, **kwargs)`, a read-only function over this store's connection (the index metrics),
+        run again on a fresh connection if the server restarts under it."""
+        return fn(self, *args, **kwargs)
 
     @reconnecting
     def shared_text_counts(self, coll: Collection) -> dict:

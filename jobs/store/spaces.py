@@ -7,6 +7,11 @@ names (`self._t`) and the chunk-table builder.
 A document is in a space when its rows are: the space's own checkpoint. A re-embed's writers replace a
 document's rows in one transaction (`load_space_documents`), so a document is wholly in or not at all,
 and what a killed re-embed still owes is what `missing_ranges` finds.
+
+Going back to a model the collection had before reuses its vectors: the retired space's chunk ids,
+embedded texts and vectors are kept aside (`<table>_reuse`) when it is rebuilt, and a chunk whose
+embedded text is unchanged is read with its old vector (`space_rows`), so only changed chunks are
+embedded again. The reuse table goes when the collection switches.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from jobs.errors import UserError
 from jobs.store import arrow_copy, doc_vectors
 from jobs.store.arrow_copy import CHUNK_COLUMNS
 from jobs.store.connection import reconnecting
-from jobs.store.names import chunk_table_name
+from jobs.store.names import chunk_table_name, reuse_table_name
 
 
 @dataclass(frozen=True)
@@ -54,7 +59,13 @@ class EmbeddingSpaces:
             (active.name, table)).fetchone()
         with self.conn.transaction():
             if status and status[0] == "retired":
-                # A space this collection left earlier holds stale chunks: start it afresh.
+                # A space this collection left earlier holds stale chunks: it starts afresh, but the vectors
+                # of texts that did not change are still right, so they wait in its reuse table.
+                reuse = self._t(reuse_table_name(table))
+                self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(reuse))
+                self.conn.execute(sql.SQL("CREATE TABLE {} AS SELECT chunk_id, embed_text, embedding FROM {}").format(
+                    reuse, self._t(table)))
+                self.conn.execute(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY (chunk_id)").format(reuse))
                 self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t(table)))
                 doc_vectors.drop(self.conn, self.schema, table)
             self._create_chunk_table(table, dimension)
@@ -113,6 +124,7 @@ class EmbeddingSpaces:
         with self.conn.transaction():
             self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t(space.chunk_table)))
             doc_vectors.drop(self.conn, self.schema, space.chunk_table)
+            self.drop_reuse(space)
             self.conn.execute(sql.SQL("DELETE FROM {} WHERE collection = %s AND chunk_table = %s").format(
                 self._t("embedding_spaces")), (space.name, space.chunk_table))
 
@@ -124,15 +136,58 @@ class EmbeddingSpaces:
         with self.conn.transaction():
             for t in tables:
                 self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t(t)))
+                self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t(reuse_table_name(t))))
                 doc_vectors.drop(self.conn, self.schema, t)
             self.conn.execute(sql.SQL("DELETE FROM {} WHERE collection = %s AND status = 'retired'").format(
                 self._t("embedding_spaces")), (collection,))
         return tables
 
-    def _missing(self, active: Collection, space: Collection) -> sql.Composed:
-        """The active space's rows whose document `space` does not hold yet (alias a)."""
-        return sql.SQL("{} a WHERE NOT EXISTS (SELECT 1 FROM {} b WHERE b.doc_id = a.doc_id)").format(
-            self._t(active.chunk_table), self._t(space.chunk_table))
+    def _missing(self, active: Collection, space: Collection, reuse: bool = False) -> sql.Composed:
+        """The active space's rows whose document `space` does not hold yet (alias a); with `reuse`, each
+        joined to its vector in the space's reuse table where its embedded text is unchanged (alias r)."""
+        join = sql.SQL(" LEFT JOIN {} r ON r.chunk_id = a.chunk_id AND r.embed_text = a.embed_text").format(
+            self._t(reuse_table_name(space.chunk_table))) if reuse else sql.SQL("")
+        return sql.SQL("{} a{} WHERE NOT EXISTS (SELECT 1 FROM {} b WHERE b.doc_id = a.doc_id)").format(
+            self._t(active.chunk_table), join, self._t(space.chunk_table))
+
+    @reconnecting
+    def has_reuse(self, space: Collection) -> bool:
+        """Whether vectors of an earlier version of `space` wait to be reused (begin_space)."""
+        return self.conn.execute("SELECT to_regclass(%s) IS NOT NULL", (
+            sql.Identifier(self.schema, reuse_table_name(space.chunk_table)).as_string(self.conn),)).fetchone()[0]
+
+    @reconnecting
+    def reusable(self, active: Collection, space: Collection) -> int:
+        """Chunks still to copy into `space` whose vector its reuse table holds (0 without one)."""
+        if not self.has_reuse(space):
+            return 0
+        return self.conn.execute(sql.SQL("SELECT count(r.embedding) FROM {}").format(
+            self._missing(active, space, reuse=True))).fetchone()[0]
+
+    @reconnecting
+    def copy_reusable_documents(self, active: Collection, space: Collection) -> tuple[int, int]:
+        """Copy into `space`, in one statement on the server, every document it lacks whose chunks all have
+        an unchanged text in its reuse table, with those vectors: nothing to embed, so nothing leaves the
+        database. Returns (documents, chunks) copied."""
+        if not self.has_reuse(space):
+            return 0, 0
+        cols = [c for c, _ in CHUNK_COLUMNS]
+        picks = [sql.SQL("r.embedding") if c == "embedding" else sql.Literal(space.embedding_model)
+                 if c == "embedding_model" else sql.Identifier("a", c) for c in cols]
+        changed = sql.SQL(  # a chunk of the same document without a reusable vector
+            "EXISTS (SELECT 1 FROM {} a2 LEFT JOIN {} r2 ON r2.chunk_id = a2.chunk_id AND r2.embed_text = a2.embed_text "
+            "WHERE a2.doc_id = a.doc_id AND r2.chunk_id IS NULL)").format(
+            self._t(active.chunk_table), self._t(reuse_table_name(space.chunk_table)))
+        with self.conn.transaction():
+            return tuple(self.conn.execute(sql.SQL(
+                "WITH copied AS (INSERT INTO {} ({}) SELECT {} FROM {} AND r.chunk_id IS NOT NULL AND NOT {} "
+                "RETURNING doc_id) SELECT count(DISTINCT doc_id), count(*) FROM copied").format(
+                self._t(space.chunk_table), sql.SQL(", ").join(sql.Identifier(c) for c in cols),
+                sql.SQL(", ").join(picks), self._missing(active, space, reuse=True), changed)).fetchone())
+
+    @reconnecting
+    def drop_reuse(self, space: Collection) -> None:
+        self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t(reuse_table_name(space.chunk_table))))
 
     @reconnecting
     def missing_ranges(self, active: Collection, space: Collection, per_range: int) -> list[tuple[str, str, int]]:
@@ -149,13 +204,20 @@ class EmbeddingSpaces:
         """The active space's chunks of the documents in [first, last] that `space` lacks, each document's
         rows together in seq order with its row count (`doc_rows`) and its rows numbered from 0 (`pos`):
         a stored document's seqs have gaps (omitted chunks, text another document holds), so the
-        writers tell a whole document by `pos`."""
+        writers tell a whole document by `pos`. `embedding` is the vector a reuse table holds for an
+        unchanged embedded text, else None (to be embedded)."""
         cols = [c for c, _ in CHUNK_COLUMNS if c != "embedding"]
+        reuse = self.has_reuse(space)
         cur = self.conn.execute(sql.SQL(
-            "SELECT {}, count(*) OVER w, (row_number() OVER (w ORDER BY a.seq) - 1) FROM {} "
+            "SELECT {}, {}, count(*) OVER w, (row_number() OVER (w ORDER BY a.seq) - 1) FROM {} "
             "AND a.doc_id BETWEEN %s AND %s WINDOW w AS (PARTITION BY a.doc_id) ORDER BY a.doc_id, a.seq").format(
-            sql.SQL(", ").join(sql.Identifier("a", c) for c in cols), self._missing(active, space)), (first, last))
-        return [dict(zip(cols, r[:-2]), doc_rows=r[-2], pos=r[-1]) for r in cur]
+            sql.SQL(", ").join(sql.Identifier("a", c) for c in cols),
+            sql.SQL("r.embedding::real[]" if reuse else "NULL::real[]"), self._missing(active, space, reuse)), (first, last))
+        rows = [dict(zip(cols, r[:-3]), embedding=r[-3], doc_rows=r[-2], pos=r[-1]) for r in cur]
+        for row in rows:
+            if row["embedding"] is not None:
+                row["embedding_model"] = space.embedding_model
+        return rows
 
     @reconnecting
     def missing_count(self, active: Collection, space: Collection) -> int:

@@ -407,6 +407,13 @@ def _index_rows(index: dict) -> list[tuple[str, str]]:
     ]
 
 
+def vector_cards(chunks: dict) -> list[tuple[str, int, bool]]:
+    """The run's vectors computed and reused (#20), where its metrics.json counts them."""
+    if "vectors_reused" not in chunks:
+        return []
+    return [("vectors computed", chunks["vectors_computed"], False), ("vectors reused", chunks["vectors_reused"], False)]
+
+
 def render_html(run_dir: Path, run_info: dict, metrics: dict, breakdown: dict, failures: list[dict], flagged: list[dict],
                 sample: list[dict], plots: dict[str, bytes], limit: tuple[int, str] | None, sample_size: int,
                 seed: int) -> str:
@@ -433,6 +440,7 @@ def render_html(run_dir: Path, run_info: dict, metrics: dict, breakdown: dict, f
         cards=[("files done", files.get("done") if files else totals["files"], False),
                ("files failed", failed_files, bool(failed_files)),
                ("chunks", totals["chunks"], False), ("embedded", totals["embedded"], False),
+               *vector_cards(metrics.get("chunks") or {}),
                ("omitted", totals["omitted"], False), ("flagged", totals["flagged"], False)],
         has_metrics_files=bool(files),
         reported_chunks=reported if isinstance(reported, int) and reported != totals["chunks"] else None,

@@ -172,20 +172,56 @@ class Timed:
         self.seconds = time.perf_counter() - self._t0
 
 
+class PeakRss:
+    """The peak resident memory of one process (not its children: a local Ray's workers are the
+    driver's descendants, and this measures the driver), sampled every `period` seconds."""
+
+    def __init__(self, pid: int, period: float = 0.1):
+        import threading
+
+        self.pid, self.period, self.peak = pid, period, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import psutil
+
+        try:
+            proc = psutil.Process(self.pid)
+            while not self._stop.is_set():
+                self.peak = max(self.peak, proc.memory_info().rss)
+                self._stop.wait(self.period)
+        except psutil.Error:  # the process ended
+            pass
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        return round(self.peak / 2**20, 1)
+
+
 def run(args: list[str], log: Path | None = None, ok: tuple[int, ...] = (0,), timeout: float | None = None) -> dict:
-    """Run a command from the repository root; returns rc, wall seconds and stdout. stderr (Ray's
-    progress, logs) goes to `log`."""
+    """Run a command from the repository root; returns rc, wall seconds, stdout and the process's own peak
+    RSS in MiB (sampled). stderr (Ray's progress, logs) goes to `log`."""
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
     with open(log or os.devnull, "w", encoding="utf-8") as err:
-        proc = subprocess.run(args, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=err, text=True, timeout=timeout)
+        proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=err, text=True)
+        rss = PeakRss(proc.pid)
+        try:
+            stdout, _ = proc.communicate(timeout=timeout)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            peak = rss.stop()
     wall = time.perf_counter() - t0
     if proc.returncode not in ok:
         tail = Path(log).read_text(encoding="utf-8", errors="replace")[-3000:] if log else ""
-        raise RuntimeError(f"{' '.join(map(str, args))} exited {proc.returncode}\n{proc.stdout[-2000:]}\n{tail}")
+        raise RuntimeError(f"{' '.join(map(str, args))} exited {proc.returncode}\n{stdout[-2000:]}\n{tail}")
     # The 1-minute load average around the run: this machine is shared, so say how busy it was.
-    return {"rc": proc.returncode, "wall_s": wall, "stdout": proc.stdout,
+    return {"rc": proc.returncode, "wall_s": wall, "stdout": stdout, "peak_rss_mib": peak,
             "load_avg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
 
 
@@ -206,7 +242,7 @@ def ingest(input_dir: Path, collection: str, config: Path = CONFIG, tag: str | N
     metrics = json.loads((Path(run_dir) / "qa" / "metrics.json").read_text(encoding="utf-8"))
     run_id = Path(run_dir).name
     return {"wall_s": r["wall_s"], "rc": r["rc"], "run_dir": run_dir, "run_id": run_id, "metrics": metrics,
-            "load_avg_1m": r["load_avg_1m"],
+            "load_avg_1m": r["load_avg_1m"], "driver_peak_rss_mib": r["peak_rss_mib"],
             "runs_table_stage_stats": runs_table_stats(run_id), "log": str(log), "stdout": r["stdout"]}
 
 

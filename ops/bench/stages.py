@@ -8,6 +8,8 @@ A synthetic corpus of BENCH_SCALE_BASE files spread evenly over the shared corpu
 figures are read back from the runs table (`stage_stats.stages`, written by every real run) and
 checked against the run's qa/metrics.json. Pipeline stages report summed task seconds of their Ray
 operator (stages overlap in time, so these do not add up to the wall time); `wall` is the process.
+The driver's peak RSS (its own process, sampled every 0.1 s; the local Ray's processes are not
+counted) shows whether the driver grows with the corpus (#19).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ def bench() -> dict:
         sizes.append({"factor": factor, "files": len(files), "wall_s": round(r["wall_s"], 2),
                       "run_seconds": r["metrics"]["stages"].get("seconds_total"), "run_id": r["run_id"],
                       "exit_code": r["rc"], "chunks": r["metrics"]["chunks"]["embedded"],
+                      "driver_peak_rss_mib": r["driver_peak_rss_mib"],
                       "stages": recorded or r["metrics"]["stages"].get("stages"),
                       "recorded_in_runs_table": recorded is not None})
     first = sizes[0]
@@ -46,6 +49,8 @@ def bench() -> dict:
         if secs(first):
             growth[stage] = {f"{s['factor']}x": round(secs(s) / secs(first), 2) if secs(s) is not None else None
                              for s in sizes}
+    growth["driver_rss"] = {f"{s['factor']}x": round(s["driver_peak_rss_mib"] / first["driver_peak_rss_mib"], 2)
+                            for s in sizes if first["driver_peak_rss_mib"]}
     return {"base_files": base, "factors": factors, "corpus": str(common.corpus_root()), "machine": common.machine(),
             "sizes": sizes, "growth_vs_1x": growth}
 
@@ -68,6 +73,10 @@ def report(r: dict) -> str:
         wall += [s["wall_s"], round(s["files"] / s["wall_s"], 2)]
     wall += [r["growth_vs_1x"].get("wall", {}).get(f"{s['factor']}x") for s in sizes[1:]]
     rows.append(wall)
+    rss = ["driver peak RSS (MiB)"]
+    for s in sizes:
+        rss += [s.get("driver_peak_rss_mib"), None]
+    rows.append(rss + [r["growth_vs_1x"].get("driver_rss", {}).get(f"{s['factor']}x") for s in sizes[1:]])
     title = (f"Per stage, synthetic corpus of {r['base_files']} files × " + "/".join(str(f) for f in r["factors"]) +
              " (" + ", ".join(f"{s['files']} files, {s['chunks']} vectors" for s in sizes) + ")")
     note = ("rows: discover" + ("" if "parse" in fused else "/parse") + ("" if "sentences" in fused else "/sentences") +

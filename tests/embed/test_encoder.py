@@ -71,3 +71,28 @@ def test_token_lengths_count_special_tokens_and_stop_at_the_model_limit(embedder
     short, long = embedder.token_lengths(["Run the installer.", "word " * 1000])
     assert short == len(embedder.model.tokenizer("Run the installer.")["input_ids"])
     assert long == embedder.model.max_seq_length
+
+
+def test_known_texts_reuse_their_vectors_and_a_repeated_text_is_encoded_once(store, pg_url):
+    import json
+
+    from jobs.store.datasink import ChunkDatasink
+    from jobs.store.known_vectors import KnownVectors
+    from tests.store.test_datasink import _rows, _table, _task
+
+    held = _rows("held", 1, "enc_reuse")
+    held[0]["embedding"] = np.eye(384, dtype=np.float32)[7]  # not what MiniLM gives: a reused vector shows
+    held[0]["embed_text"] = "Guide › Install\n\nRun the installer."
+    coll = store.ensure_collection("enc_reuse", "m", 384)
+    ChunkDatasink(pg_url, "corpusmill", coll, "w1", label="test enc_reuse").write([_table(held)], _task(0))
+    reusing = Embedder(MODEL, device="cpu", encode_batch_size=8, known=KnownVectors(pg_url, "corpusmill", coll.chunk_table))
+    new = "Guide › Upgrade\n\nRun the upgrader."
+    rows = [{"doc_id": "a", "row_kind": "chunk", "omitted": False, "embed_text": held[0]["embed_text"], "doc_stats": "{}"},
+            {"doc_id": "a", "row_kind": "chunk", "omitted": False, "embed_text": new},
+            {"doc_id": "b", "row_kind": "chunk", "omitted": False, "embed_text": new}]
+    out = reusing(rows)
+    assert out[0]["embedding"] == [0.0] * 7 + [1.0] + [0.0] * 376  # from the collection, not computed
+    assert out[1]["embedding"] == out[2]["embedding"] and out[1]["embedding"] != out[0]["embedding"]
+    assert json.loads(out[0]["doc_stats"]) == {"vectors_reused": 1}  # a's known text
+    assert json.loads(out[2]["doc_stats"]) == {"vectors_reused": 1}  # b's repeat of a's new text
+    assert out[1].get("doc_stats") is None

@@ -117,6 +117,25 @@ def test_reports_render_from_json():
             size["stages"][stage]["fused"] = True
     text = stages.report(r)
     assert "chunk *" in text and "embed *" not in text and "* one fused operator" in text
+    for size in r["sizes"]:
+        size["driver_peak_rss_mib"] = 300.0 + size["factor"]
+    r["growth_vs_1x"]["driver_rss"] = {"1x": 1.0, "2x": 1.003}
+    assert "driver peak RSS (MiB)" in stages.report(r)
+
+
+def test_edit_bench_edits_pages_and_reports_each_run(tmp_path):
+    from ops.bench import edits
+
+    page = tmp_path / "a.md"
+    page.write_text("# A\n\nText.\n")
+    edits.edit([page], 1)
+    edits.edit([page], 2)
+    assert page.read_text().count("the edit benchmark added") == 2
+    runs = [{"run": n, "wall_s": w, "ratio_to_full": w / 100, "updated": u, "vectors_computed": c, "vectors_reused": rr,
+             "driver_peak_rss_mib": 300.0}
+            for n, w, u, c, rr in (("full", 100, 0, 900, 30), ("edit, reuse on", 20, 10, 12, 80))]
+    text = edits.report({"files": 200, "edited": 10, "runs": runs})
+    assert "10 of 200 pages edited" in text and "edit, reuse on" in text and "vectors reused" in text
 
 
 

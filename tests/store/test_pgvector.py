@@ -199,5 +199,21 @@ def test_an_index_under_an_older_truncated_name_is_found_by_what_it_indexes(stor
     assert store.ensure_hnsw_index(coll) is False  # no second HNSW build
     names = sorted(r[0] for r in store.conn.execute(
         "SELECT indexname FROM pg_indexes WHERE schemaname = 'corpusmill' AND tablename = %s", (coll.chunk_table,)))
-    assert names == sorted([f"{coll.chunk_table}_pkey", "legacy_doc", "legacy_hnsw", "legacy_text"])
+    # The md5(embed_text) index is an expression index, made by its name (vector reuse, #20).
+    assert names == sorted([f"{coll.chunk_table}_pkey", f"{coll.chunk_table}_embed_idx", "legacy_doc", "legacy_hnsw",
+                            "legacy_text"])
 
+
+
+def test_index_metrics_read_through_the_store_survive_a_server_restart(store):
+    from jobs.checks.index_metrics import index_metrics
+    from tests.test_ingest import restart_embedded_server
+
+    coll = store.ensure_collection("store_restart", "m", 4)
+    store.commit_document(coll, _doc("r"), [_chunk("r", 0, "x", _unit(0), "store_restart")], "r1")
+    restart_embedded_server()  # the ingest's own connection is cut after its write, before its checks
+    with pytest.raises(psycopg.OperationalError):
+        index_metrics(store, coll)  # on the broken connection: what once failed a finished run
+    store.reconnect()
+    restart_embedded_server()
+    assert store.read(index_metrics, coll)["vectors"] == 1

@@ -37,5 +37,31 @@ def test_space_rows_number_a_documents_stored_rows_without_its_gaps(store, pg_ur
     rows = store.space_rows(active, space, "a", "b")
     assert [(r["doc_id"], r["seq"], r["pos"], r["doc_rows"]) for r in rows] == [
         ("a", 0, 0, 3), ("a", 2, 1, 3), ("a", 3, 2, 3), ("b", 0, 0, 1)]
-    assert rows[0]["embed_text"] == "T › H\n\na text 0" and "embedding" not in rows[0]
+    assert rows[0]["embed_text"] == "T › H\n\na text 0" and rows[0]["embedding"] is None
     assert [r["doc_id"] for r in store.space_rows(active, space, "b", "b")] == ["b"]
+
+
+def test_going_back_to_a_retired_space_reads_the_vectors_of_unchanged_texts(store, pg_url):
+    docs = [_rows(d, 2, "sp_back") for d in ("a", "b")]
+    first = _active(store, pg_url, "sp_back", docs)
+    other = store.begin_space(first, "other-model", DIM)
+    store.load_space_documents(other, ["a", "b"], _table([r for d in docs for r in d]))
+    store.switch_space(first, other, None, None)
+    store.conn.execute(f"UPDATE corpusmill.{other.chunk_table} SET embed_text = 'changed' WHERE chunk_id = 'b-1'")
+
+    back = store.begin_space(other, "m", DIM)  # the retired first space, rebuilt
+    assert back.chunk_table == first.chunk_table and store.space_size(back) == (0, 0)
+    assert store.has_reuse(back) and store.reusable(other, back) == 3
+    rows = store.space_rows(other, back, "a", "b")
+    reused = {r["chunk_id"]: r["embedding"] for r in rows}
+    assert reused["b-1"] is None  # its text changed: to be embedded again
+    assert [list(reused[c]) for c in ("a-0", "a-1", "b-0")] == [[1, 0, 0, 0], [0, 1, 0, 0], [1, 0, 0, 0]]
+    assert {r["embedding_model"] for r in rows if r["embedding"] is not None} == {"m"}
+    # `a` changed nowhere: copied on the server, its vectors and all; `b` waits for the encoder.
+    assert store.copy_reusable_documents(other, back) == (1, 2)
+    assert store.conn.execute(f"SELECT chunk_id, embedding_model, embedding::real[] FROM corpusmill.{back.chunk_table} "
+                              "ORDER BY 1").fetchall() == [("a-0", "m", [1, 0, 0, 0]), ("a-1", "m", [0, 1, 0, 0])]
+    assert store.missing_count(other, back) == 1 and store.reusable(other, back) == 1
+    assert store.copy_reusable_documents(other, back) == (0, 0)
+    store.drop_reuse(back)
+    assert not store.has_reuse(back) and store.reusable(other, back) == 0

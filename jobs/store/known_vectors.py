@@ -1,0 +1,68 @@
+"""Vectors a collection already holds, looked up by embedded text, so an ingest embeds only texts it has
+not embedded before (#20): the unchanged chunks of an edited document, a block repeated across pages,
+every chunk after a config change that leaves `embed_text` as it was.
+
+The key is the text itself, found through the chunk table's index on md5(embed_text) and then compared
+whole, so a hash collision can never hand a chunk another text's vector. The model is the table's: a
+collection keeps one chunk table per embedding model, and an ingest whose model differs from the
+collection's is refused before it starts. A lookup that fails (the server away) costs only the reuse:
+those texts are embedded as if none were known, and the run goes on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+import psycopg
+from psycopg import sql
+
+from jobs.store.connection import connect
+
+log = logging.getLogger(__name__)
+
+LOOKUP_ROWS = 1000  # texts per query: a few hundred KB of parameters at most
+
+
+def embed_key(text: str) -> str:
+    """What the index holds for a text: PostgreSQL's md5() of its UTF-8 bytes."""
+    return hashlib.md5(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class KnownVectors:
+    """Looks texts up in one chunk table. Picklable: each embedding actor opens its own connection on first
+    use (named `corpusmill reuse` in pg_stat_activity)."""
+
+    def __init__(self, url: str, schema: str, table: str):
+        self.url, self.schema, self.table = url, schema, table
+        self._conn: psycopg.Connection | None = None
+
+    def __getstate__(self) -> dict:
+        return {"url": self.url, "schema": self.schema, "table": self.table, "_conn": None}
+
+    def lookup(self, texts: list[str]) -> dict[str, list[float]]:
+        """The vectors the table holds for any of `texts`, by text."""
+        unique = list(dict.fromkeys(texts))
+        found: dict[str, list[float]] = {}
+        try:
+            if self._conn is None or self._conn.closed:
+                self._conn = connect(self.url, "corpusmill reuse")
+            query = sql.SQL("SELECT DISTINCT ON (embed_text) embed_text, embedding::real[] FROM {} "
+                            "WHERE md5(embed_text) = ANY(%s) AND embed_text = ANY(%s)").format(
+                sql.Identifier(self.schema, self.table))
+            for i in range(0, len(unique), LOOKUP_ROWS):
+                part = unique[i:i + LOOKUP_ROWS]
+                found.update(self._conn.execute(query, ([embed_key(t) for t in part], part)).fetchall())
+        except (psycopg.Error, UnicodeError) as exc:
+            log.warning("vector reuse skipped for %d texts (%s: %s); they are embedded", len(unique),
+                        type(exc).__name__, str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+            self.close()
+            return {}
+        return found
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            finally:
+                self._conn = None

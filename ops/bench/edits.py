@@ -1,0 +1,90 @@
+"""Edit to searchable: a full ingest, then a few pages edited and ingested again, with vector reuse on and off (#20).
+
+    python -m ops.bench.edits          # BENCH_FILES=200 for a quick check; BENCH_EDITS=10
+
+In one private session: a default ingest (configs/local.yaml) of a copy of the corpus into a fresh
+collection; then BENCH_EDITS pages spread evenly over it each get a new paragraph, and `corpusmill
+ingest` runs again (`embedding.reuse: true`, the default); then the same pages each get a second new
+paragraph and it runs again with `embedding.reuse: false` (a copy of the config; reuse is not part of
+the fingerprint, so both edit runs plan the same updates). For each run: wall time (the process,
+timed from outside), its ratio to the full run, files updated, and the vectors computed and reused
+(from the run's metrics.json). An edited page's unchanged chunks are what reuse saves; the fixed cost
+of a run (Ray, the models) is what it cannot.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import yaml
+
+from ops.bench import common
+
+
+def edit(files: list[Path], round_: int) -> None:
+    for f in files:
+        with f.open("a", encoding="utf-8") as out:
+            out.write(f"\n\nA paragraph the edit benchmark added in round {round_}, about nothing else.\n")
+
+
+def config_without_reuse() -> Path:
+    data = yaml.safe_load(common.CONFIG.read_text(encoding="utf-8"))
+    data["embedding"]["reuse"] = False
+    templates = (data.get("excel") or {}).get("templates_dir")
+    if templates and not Path(templates).is_absolute():  # relative to the config, which moves
+        data["excel"]["templates_dir"] = str((common.CONFIG.parent / templates).resolve())
+    path = common.work_dir() / "no-reuse.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _entry(name: str, r: dict, full_wall: float | None) -> dict:
+    c, f = r["metrics"]["chunks"], r["metrics"]["files"]
+    return {"run": name, "wall_s": round(r["wall_s"], 2),
+            "ratio_to_full": round(r["wall_s"] / full_wall, 3) if full_wall else 1.0,
+            "updated": f.get("update", 0), "added": f.get("add", 0),
+            "vectors_computed": c.get("vectors_computed"), "vectors_reused": c.get("vectors_reused"),
+            "driver_peak_rss_mib": r.get("driver_peak_rss_mib")}
+
+
+def bench() -> dict:
+    n_edits = int(os.environ.get("BENCH_EDITS") or 10)
+    source, _ = common.corpus(common.bench_files(), name="edits-source")
+    root = common.work_dir() / "edits-corpus"
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.copytree(source, root)
+    files = common.markdown_files(root)
+    step = max(1, len(files) // n_edits)
+    edited = files[::step][:n_edits]
+    full = common.ingest(root, "bench_edits", tag="edits-full")
+    runs = [_entry("full", full, None)]
+    edit(edited, 1)
+    runs.append(_entry("edit, reuse on", common.ingest(root, "bench_edits", tag="edits-reuse"), full["wall_s"]))
+    edit(edited, 2)
+    runs.append(_entry("edit, reuse off", common.ingest(root, "bench_edits", config=config_without_reuse(),
+                                                       tag="edits-no-reuse"), full["wall_s"]))
+    return {"files": len(files), "edited": len(edited), "corpus": str(common.corpus_root()),
+            "machine": common.machine(), "runs": runs}
+
+
+def report(r: dict) -> str:
+    rows = [[x["run"], x["wall_s"], x["ratio_to_full"], x["updated"], x["vectors_computed"], x["vectors_reused"],
+             x["driver_peak_rss_mib"]] for x in r["runs"]]
+    return common.table(["run", "wall s", "of full", "updated", "vectors computed", "vectors reused",
+                         "driver RSS MiB"], rows,
+                        f"Edit to searchable: {r['edited']} of {r['files']} pages edited, ingested again") + "\n"
+
+
+def main() -> int:
+    with common.session():
+        r = bench()
+    common.save("edits", r)
+    print(report(r))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
