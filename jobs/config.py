@@ -306,8 +306,8 @@ class EmbeddingConfig(_Strict):
     resources: ResourcesConfig = ResourcesConfig(num_cpus=1, pool_size=1, batch_size=256)
     reuse: bool = Field(
         True, description="before embedding, look up each text among the vectors the collection holds (by "
-        "md5(embed_text), compared whole) and compute only the misses; a text repeated in a batch is encoded "
-        "once. The summary counts vectors computed and reused")
+        "md5(embed_text), compared whole) and compute only the misses (a text repeated within a batch is encoded "
+        "once either way). The summary counts vectors computed and reused")
 
     @field_validator("workers_per_actor")
     @classmethod

@@ -141,7 +141,9 @@ def corpus(tmp_path) -> Path:
 # The config overrides a big_corpus run needs: its documents are copies of each other, so they are
 # near-duplicate neighbours (the gate is off), and with shared text stored once which copy holds a text
 # would follow commit order, so a resumed run and a clean one would differ in holders, not in content.
-COPIES = dict(database__shared_text="each", gates__max_duplicate_neighbour_rate=None)
+# Every copy is embedded (no vector reuse): the tests that kill, restart or race a run need it to take
+# as long as that many distinct documents, not finish once the first copy's vectors are in.
+COPIES = dict(database__shared_text="each", gates__max_duplicate_neighbour_rate=None, embedding__reuse=False)
 
 
 def big_corpus(src: Path, dst: Path, copies: int) -> Path:
