@@ -250,9 +250,9 @@ def cmd_reembed(args) -> int:
     print(f"collection {r.collection}: {r.old_model} → {r.new_model} (table {r.table})")
     print(f"re-embedded {r.documents} documents, {r.chunks} chunks in {r.seconds:.1f} s"
           + (f" (resumed: {r.resumed_from} were already done)" if r.resumed_from else ""))
-    print(f"vectors: {r.computed} computed, {r.reused} reused (unchanged texts, from this model's earlier space)"
-          + (f"\non Ray: {r.actors} embedding actor(s) × {r.workers} worker(s), {r.writers} writers on {r.nodes} "
-             "node(s)" if r.writers else ""))
+    why = " (texts unchanged since this model's earlier space, or repeated)" if r.reused else ""
+    print(f"vectors: {r.computed} computed, {r.reused} reused{why}" + (f"\non Ray: {r.actors} embedding actor(s) × "
+          f"{r.workers} worker(s), {r.writers} writers on {r.nodes} node(s)" if r.writers else ""))
     if r.dropped:
         print("dropped old spaces: " + ", ".join(r.dropped))
     return 0

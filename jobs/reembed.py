@@ -64,7 +64,7 @@ class ReembedResult:
     workers: int = 0
     writers: int = 0
     nodes: int = 0
-    reused: int = 0  # of `chunks`: vectors an earlier space of this model held for the same text
+    reused: int = 0  # of `chunks`: vectors not computed (an earlier space's for the same text, or a batch repeat)
 
     @property
     def computed(self) -> int:
@@ -124,17 +124,17 @@ def switch_to(store: PgStore, cfg: JobConfig, active: Collection, space: Collect
 
 
 def read_space_rows(ranges: list[dict], *, url: str, schema: str, active: Collection, space: Collection,
-                    reconnect_seconds: float) -> list[dict]:
+                    reuse: bool, reconnect_seconds: float) -> list[dict]:
     """The read tasks' stage: each range's stored chunks that `space` lacks, as chunk rows to embed."""
     from jobs.store.datasink import WriterStore  # late: imports Ray Data (this module stays light for the CLI)
 
     with WriterStore(url, schema, application_name="corpusmill reembed read", reconnect_seconds=reconnect_seconds) as store:
         return [dict(r, row_kind="chunk", omitted=False) for rng in ranges
-                for r in store.space_rows(active, space, rng["first"], rng["last"])]
+                for r in store.space_rows(active, space, rng["first"], rng["last"], reuse)]
 
 
 def _fill_on_ray(cfg: JobConfig, url: str, active: Collection, space: Collection, ranges: list[tuple],
-                 todo: int, already: tuple[int, int]) -> tuple[object, tuple[int, int, int]]:
+                 todo: int, already: tuple[int, int], reuse: bool) -> tuple[object, tuple[int, int, int]]:
     """The Ray Data job: read tasks → the embedding actor pool → writers into `space`. Returns the
     writers' SinkStats and (actors, workers per actor, writers)."""
     # Late: Ray, Ray Data and the stages' adapter load only when there is work (the CLI stays quick).
@@ -160,7 +160,7 @@ def _fill_on_ray(cfg: JobConfig, url: str, active: Collection, space: Collection
     ds = ray.data.from_items([{"first": a, "last": b} for a, b, _ in ranges],
                              override_num_blocks=max(1, min(256, len(ranges))))
     ds = adapter.apply(ds, adapter.Stage("read_chunks", read_space_rows, SPACE_SCHEMA, read, {
-        "url": url, "schema": schema, "active": active, "space": space,
+        "url": url, "schema": schema, "active": active, "space": space, "reuse": reuse,
         "reconnect_seconds": cfg.database.reconnect_seconds}), retries)
     ds = adapter.apply(ds, adapter.Stage("embed", Embedder, SPACE_SCHEMA, embed_resources(cfg, actors, workers),
                                          embedder_args(cfg, workers, space.embedding_model),
@@ -202,7 +202,7 @@ def run_reembed(cfg: JobConfig, collection: str, model: str, *, drop_old: bool =
         if ranges:
             ray_started = init_ray(cfg)
             try:
-                stats, layout = _fill_on_ray(cfg, url, active, space, ranges, todo, already)
+                stats, layout = _fill_on_ray(cfg, url, active, space, ranges, todo, already, store.has_reuse(space))
             finally:
                 if ray_started:
                     stop_ray_in_background().join(timeout=30)
@@ -222,4 +222,4 @@ def run_reembed(cfg: JobConfig, collection: str, model: str, *, drop_old: bool =
     return ReembedResult(collection, active.embedding_model, model, space.chunk_table,
                          copied_docs + (stats.docs_done if stats else 0), already[0],
                          copied_rows + (stats.chunks if stats else 0), time.monotonic() - started, dropped, *layout,
-                         len(stats.nodes) if stats else 0, copied_rows + reused)
+                         len(stats.nodes) if stats else 0, copied_rows + reused + (stats.reused if stats else 0))

@@ -129,6 +129,10 @@ class SinkStats:
         kept = chunks.filter(pc.invert(omitted))
         self.tokens.update(kept.column("token_count").to_pylist())
         self.words.update(kept.column("word_count").to_pylist())
+        self.count_doc_stats(table)
+
+    def count_doc_stats(self, table: pa.Table) -> None:
+        """Sum the documents' `doc_stats`: text changes, and the vectors the embedder reused."""
         if "doc_stats" in table.column_names:
             for raw in table.column("doc_stats").drop_null().to_pylist():
                 if raw:

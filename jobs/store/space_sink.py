@@ -48,6 +48,7 @@ class SpaceDatasink(ChunkDatasink):
         stats.docs_done += len(heads)
         stats.chunks += chunks.num_rows
         stats.vectors += written
+        stats.count_doc_stats(table)  # texts repeated within an embedding batch, encoded once
 
     def _fail(self, store: WriterStore, head: dict, stage: str, cls: str, message: str, stats: SinkStats) -> None:
         log.warning("%s: not re-embedded (%s at %s: %s); the space lacks it until a rerun", head["source_path"],

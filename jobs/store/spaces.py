@@ -75,9 +75,8 @@ class EmbeddingSpaces:
     @reconnecting
     def docs_missing_from(self, active: Collection, space: Collection) -> list[str]:
         """Documents of the active space not yet copied into `space` (what a resumed reembed still owes)."""
-        rows = self.conn.execute(sql.SQL(
-            "SELECT DISTINCT a.doc_id FROM {} a WHERE NOT EXISTS (SELECT 1 FROM {} b WHERE b.doc_id = a.doc_id) "
-            "ORDER BY a.doc_id").format(self._t(active.chunk_table), self._t(space.chunk_table)))
+        rows = self.conn.execute(sql.SQL("SELECT DISTINCT a.doc_id FROM {} ORDER BY a.doc_id").format(
+            self._missing(active, space)))
         return [r[0] for r in rows]
 
     @reconnecting
@@ -124,7 +123,7 @@ class EmbeddingSpaces:
         with self.conn.transaction():
             self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t(space.chunk_table)))
             doc_vectors.drop(self.conn, self.schema, space.chunk_table)
-            self.drop_reuse(space)
+            self._drop_reuse(space.chunk_table)
             self.conn.execute(sql.SQL("DELETE FROM {} WHERE collection = %s AND chunk_table = %s").format(
                 self._t("embedding_spaces")), (space.name, space.chunk_table))
 
@@ -136,7 +135,7 @@ class EmbeddingSpaces:
         with self.conn.transaction():
             for t in tables:
                 self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t(t)))
-                self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t(reuse_table_name(t))))
+                self._drop_reuse(t)
                 doc_vectors.drop(self.conn, self.schema, t)
             self.conn.execute(sql.SQL("DELETE FROM {} WHERE collection = %s AND status = 'retired'").format(
                 self._t("embedding_spaces")), (collection,))
@@ -174,20 +173,21 @@ class EmbeddingSpaces:
         cols = [c for c, _ in CHUNK_COLUMNS]
         picks = [sql.SQL("r.embedding") if c == "embedding" else sql.Literal(space.embedding_model)
                  if c == "embedding_model" else sql.Identifier("a", c) for c in cols]
-        changed = sql.SQL(  # a chunk of the same document without a reusable vector
-            "EXISTS (SELECT 1 FROM {} a2 LEFT JOIN {} r2 ON r2.chunk_id = a2.chunk_id AND r2.embed_text = a2.embed_text "
-            "WHERE a2.doc_id = a.doc_id AND r2.chunk_id IS NULL)").format(
-            self._t(active.chunk_table), self._t(reuse_table_name(space.chunk_table)))
+        missing = self._missing(active, space, reuse=True)
         with self.conn.transaction():
             return tuple(self.conn.execute(sql.SQL(
-                "WITH copied AS (INSERT INTO {} ({}) SELECT {} FROM {} AND r.chunk_id IS NOT NULL AND NOT {} "
+                "WITH unchanged AS (SELECT a.doc_id FROM {} GROUP BY a.doc_id HAVING bool_and(r.chunk_id IS NOT NULL)), "
+                "copied AS (INSERT INTO {} ({}) SELECT {} FROM {} AND a.doc_id IN (SELECT doc_id FROM unchanged) "
                 "RETURNING doc_id) SELECT count(DISTINCT doc_id), count(*) FROM copied").format(
-                self._t(space.chunk_table), sql.SQL(", ").join(sql.Identifier(c) for c in cols),
-                sql.SQL(", ").join(picks), self._missing(active, space, reuse=True), changed)).fetchone())
+                missing, self._t(space.chunk_table), sql.SQL(", ").join(sql.Identifier(c) for c in cols),
+                sql.SQL(", ").join(picks), missing)).fetchone())
 
     @reconnecting
     def drop_reuse(self, space: Collection) -> None:
-        self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t(reuse_table_name(space.chunk_table))))
+        self._drop_reuse(space.chunk_table)
+
+    def _drop_reuse(self, table: str) -> None:
+        self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t(reuse_table_name(table))))
 
     @reconnecting
     def missing_ranges(self, active: Collection, space: Collection, per_range: int) -> list[tuple[str, str, int]]:
@@ -200,14 +200,14 @@ class EmbeddingSpaces:
             self._missing(active, space)), (per_range,))]
 
     @reconnecting
-    def space_rows(self, active: Collection, space: Collection, first: str, last: str) -> list[dict]:
+    def space_rows(self, active: Collection, space: Collection, first: str, last: str,
+                   reuse: bool = False) -> list[dict]:
         """The active space's chunks of the documents in [first, last] that `space` lacks, each document's
         rows together in seq order with its row count (`doc_rows`) and its rows numbered from 0 (`pos`):
         a stored document's seqs have gaps (omitted chunks, text another document holds), so the
-        writers tell a whole document by `pos`. `embedding` is the vector a reuse table holds for an
-        unchanged embedded text, else None (to be embedded)."""
+        writers tell a whole document by `pos`. With `reuse` (the space has a reuse table, has_reuse),
+        `embedding` is the vector it holds for an unchanged embedded text, else None (to be embedded)."""
         cols = [c for c, _ in CHUNK_COLUMNS if c != "embedding"]
-        reuse = self.has_reuse(space)
         cur = self.conn.execute(sql.SQL(
             "SELECT {}, {}, count(*) OVER w, (row_number() OVER (w ORDER BY a.seq) - 1) FROM {} "
             "AND a.doc_id BETWEEN %s AND %s WINDOW w AS (PARTITION BY a.doc_id) ORDER BY a.doc_id, a.seq").format(

@@ -172,33 +172,39 @@ class Timed:
         self.seconds = time.perf_counter() - self._t0
 
 
+def hwm_kib(pid: int) -> int:
+    """A process's peak resident memory so far (the kernel's VmHWM), in KiB; 0 once it has exited."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 class PeakRss:
     """The peak resident memory of one process (not its children: a local Ray's workers are the
-    driver's descendants, and this measures the driver), sampled every `period` seconds."""
+    driver's descendants, and this measures the driver). VmHWM is the kernel's own high-water mark, so
+    reading it every `period` seconds misses nothing but the last moments before the process exits."""
 
     def __init__(self, pid: int, period: float = 0.1):
         import threading
 
-        self.pid, self.period, self.peak = pid, period, 0
+        self.pid, self.period, self.peak_kib = pid, period, 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        import psutil
-
-        try:
-            proc = psutil.Process(self.pid)
-            while not self._stop.is_set():
-                self.peak = max(self.peak, proc.memory_info().rss)
-                self._stop.wait(self.period)
-        except psutil.Error:  # the process ended
-            pass
+        while not self._stop.is_set():
+            self.peak_kib = max(self.peak_kib, hwm_kib(self.pid))
+            self._stop.wait(self.period)
 
     def stop(self) -> float:
         self._stop.set()
         self._thread.join(timeout=5)
-        return round(self.peak / 2**20, 1)
+        return round(self.peak_kib / 1024, 1)
 
 
 def run(args: list[str], log: Path | None = None, ok: tuple[int, ...] = (0,), timeout: float | None = None) -> dict:

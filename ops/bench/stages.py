@@ -8,7 +8,7 @@ A synthetic corpus of BENCH_SCALE_BASE files spread evenly over the shared corpu
 figures are read back from the runs table (`stage_stats.stages`, written by every real run) and
 checked against the run's qa/metrics.json. Pipeline stages report summed task seconds of their Ray
 operator (stages overlap in time, so these do not add up to the wall time); `wall` is the process.
-The driver's peak RSS (its own process, sampled every 0.1 s; the local Ray's processes are not
+The driver's peak RSS (its own process's VmHWM, the kernel's high-water mark; the local Ray's processes are not
 counted) shows whether the driver grows with the corpus (#19).
 """
 

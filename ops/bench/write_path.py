@@ -79,7 +79,7 @@ class Sampler:
                                       "AND query ILIKE 'COPY%%'").fetchone()[0]
                 self.samples.append((time.perf_counter(), int(ins), int(active)))
                 if self.pid:
-                    self.peak_kib = max(self.peak_kib, _hwm_kib(self.pid))
+                    self.peak_kib = max(self.peak_kib, common.hwm_kib(self.pid))
                 self._stop.wait(self.period)
 
     def phase(self, rows: int) -> dict:
@@ -92,16 +92,6 @@ class Sampler:
         seconds = max(end[0] - t0, self.period)
         return {"rows": rows, "seconds": round(seconds, 2), "rows_per_second": round(rows / seconds),
                 "max_copy_sessions": max(s[2] for s in self.samples), "complete": True}
-
-
-def _hwm_kib(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 def raw_copy(url: str, run: Path, rows: int) -> dict:

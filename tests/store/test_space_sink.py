@@ -28,13 +28,14 @@ def test_space_writers_commit_split_documents_whole_and_leave_a_rejected_one_out
     sink = SpaceDatasink(pg_url, "corpusmill", space, label="test sp_sink")
     sink.on_write_start()
     bad[0]["embedding"] = np.array([np.nan, 0, 0, 0], dtype=np.float32)  # pgvector refuses NaN
+    b[1]["doc_stats"] = '{"vectors_reused": 1}'  # the embedder encoded b's second text once for two rows
     # Task 0 has b whole, the rejected document and a's first two rows; task 1 a's last row, a repeat with it.
     first = sink.write([_space_table(b + bad + a[:2])], _task(0))
     second = sink.write([_space_table([a[1], a[2]])], _task(1))
     assert (first.docs_done, first.docs_failed, first.staged, second.staged) == (1, 1, 1, 1)
     assert first.failures[0]["source_path"] == "bad.md" and first.failures[0]["stage"] == "load"
     sink.on_write_complete(_done(first, second))
-    assert sink.stats.docs_done == 2 and sink.stats.duplicate_rows == 1
+    assert sink.stats.docs_done == 2 and sink.stats.duplicate_rows == 1 and sink.stats.reused == 1
     assert [(d, s) for d, s, _ in _stored(store, space)] == [("a", 0), ("a", 10), ("a", 20), ("b", 0), ("b", 10)]
     assert store.missing_count(active, space) == 1  # `bad`: the re-embed must not switch
     assert _stored(store, active) == before  # the active space and its checkpoint rows are untouched

@@ -52,7 +52,7 @@ def test_going_back_to_a_retired_space_reads_the_vectors_of_unchanged_texts(stor
     back = store.begin_space(other, "m", DIM)  # the retired first space, rebuilt
     assert back.chunk_table == first.chunk_table and store.space_size(back) == (0, 0)
     assert store.has_reuse(back) and store.reusable(other, back) == 3
-    rows = store.space_rows(other, back, "a", "b")
+    rows = store.space_rows(other, back, "a", "b", reuse=store.has_reuse(back))
     reused = {r["chunk_id"]: r["embedding"] for r in rows}
     assert reused["b-1"] is None  # its text changed: to be embedded again
     assert [list(reused[c]) for c in ("a-0", "a-1", "b-0")] == [[1, 0, 0, 0], [0, 1, 0, 0], [1, 0, 0, 0]]
