@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]' "$(TORCH_SPEC)"
 	touch $@
 
 run: setup
@@ -39,7 +39,7 @@ lint: setup
 BENCH_OUT   ?= .corpusmill/bench
 
 $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,bench]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,bench]' "$(TORCH_SPEC)"
 	touch $@
 
 bench: setup $(VENV)/.bench-installed

@@ -439,7 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reembed", help="a new embedding space for a collection from its stored chunks (a Ray job: "
                        "the embedding actor pool and parallel writers, as an ingest)")
     p.add_argument("--collection", help="default: the config's collection")
-    p.add_argument("--model", required=True, help="sentence-transformers name, hub id or local path")
+    p.add_argument("--model", required=True, help="name, hub id or path; MODEL#onnx-int8 names a backend (else the config's)")
     p.add_argument("--drop-old", action="store_true", help="drop the previous space once switched")
     p.add_argument("--docs-per-batch", type=_positive_int, default=32, metavar="N",
                    help="documents per read task (default 32); each is committed whole, so a kill loses at most "
@@ -451,7 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench-embedders", help="embed a collection's chunks with each model; pick by recall")
     p.add_argument("--collection", help="default: the config's collection")
     p.add_argument("--golden", required=True, metavar="FILE")
-    p.add_argument("--models", nargs="+", required=True, metavar="MODEL", help="ties go to the one listed first")
+    p.add_argument("--models", nargs="+", required=True, metavar="MODEL", help="first wins ties; MODEL#onnx-int8 …")
     p.add_argument("--write-winner", action="store_true", help="switch the collection to the winner's vectors")
     p.add_argument("--json", action="store_true")
     _add_db_args(p)

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from jobs import PIPELINE_VERSION
 from jobs.defaults import templates_dir
 from jobs.errors import ConfigError, NotFoundError
+from jobs.model_refs import join_ref, split_ref
 from jobs.sources.globs import check_globs
 from jobs.sources.uris import check_uri, scheme_of
 
@@ -304,6 +305,15 @@ class EmbeddingConfig(_Strict):
         "`resources.num_cpus` per worker. `auto`: on a local Ray's CPUs, every encoder in one actor; on GPUs "
         "and on a multi-node cluster, 1 (see jobs/embed/layout.py)")
     resources: ResourcesConfig = ResourcesConfig(num_cpus=1, pool_size=1, batch_size=256)
+    backend: Literal["torch", "onnx", "openvino"] = Field(
+        "torch", description="what computes the vectors, through sentence-transformers' own backends: onnx and "
+        "openvino run on the CPU from an export made offline once per node under $CORPUSMILL_HOME/models "
+        "(`pip install 'corpusmill[onnx]'` / `[openvino]`). Part of the collection's embedding identity "
+        "(MODEL#onnx…): the vectors differ")
+    quantize: Literal["none", "int8"] = Field(
+        "none", description="int8: ONNX Runtime dynamic quantization (backend onnx only; no calibration data "
+        "needed). Faster on CPUs (1.24x on 2 AVX2 cores), vectors ≥ 0.95 cosine to float32; `bench-embedders` shows the "
+        "recall trade-off on your questions")
     reuse: bool = Field(
         True, description="before embedding, look up each text among the vectors the collection holds (by "
         "md5(embed_text), compared whole) and compute only the misses (a text repeated within a batch is encoded "
@@ -315,6 +325,21 @@ class EmbeddingConfig(_Strict):
         if isinstance(v, int) and v < 1:
             raise ValueError("workers_per_actor must be at least 1 or `auto`")
         return v
+
+    @model_validator(mode="after")
+    def _one_backend(self):
+        if split_ref(self.model)[1:] != ("torch", "none"):
+            raise ValueError(f"embedding.model {self.model!r}: name the backend with embedding.backend and "
+                             "embedding.quantize, not in the model")
+        if self.quantize == "int8" and self.backend != "onnx":
+            raise ValueError(f"embedding.quantize int8 needs backend onnx (dynamic quantization, no calibration "
+                             f"data); {self.backend} has no offline int8 here")
+        return self
+
+    @property
+    def reference(self) -> str:
+        """The model with its backend: what a collection records as its embedding model (jobs/embed/models.py)."""
+        return join_ref(self.model, self.backend, self.quantize)
 
 
 class SinkConfig(_Strict):
@@ -387,6 +412,10 @@ class RayConfig(_Strict):
         "parse and chunk stay CPU tasks, off the GPU actors, and on a cluster they stay autoscaling tasks beside "
         "the fixed pool of spaCy actors")
     progress_bars: bool = True
+    in_process_max_documents: int = Field(
+        16, ge=0, description="a local run (no RAY_ADDRESS, no GPU asked for) of at most this many documents runs "
+        "its stages in the driver process instead of starting Ray: the same stages and sink, without Ray's start-up "
+        "(an edit lands in seconds; jobs/in_process.py). 0: always Ray")
     task_retries: int = Field(
         3, ge=0, description="times a task or actor call is retried after its worker process died (OOM kill, node "
         "loss); then its block's documents are recorded failed (`LostDocument`) and retried by the next run, and the "

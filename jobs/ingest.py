@@ -31,21 +31,17 @@ from jobs.checks.index_metrics import index_metrics
 from jobs.checks.metrics import run_metrics, write_summary
 from jobs.chunks.ids import doc_id
 from jobs.config import JobConfig
-from jobs.embed.encoder import Embedder
-from jobs.embed.layout import embed_layout, embed_resources, embedder_args
+from jobs.embed.backends import check_backend
+from jobs.embed.layout import embed_layout, embed_resources
 from jobs.embed.models import embedding_dimension
 from jobs.embed.tokens import token_counter
 from jobs.errors import ConfigError, UserError
 from jobs.excel.discards import write_discard_report
-from jobs.excel.stage import excel_to_chunks
-from jobs.excel.templates import read_template_texts
 from jobs.home import home, runs_dir
-from jobs.markdown.parse import parse_documents
-from jobs.markdown.sentences import SentenceSplitter
-from jobs.markdown.windows import chunk_documents
+from jobs.in_process import runs_in_process, write_in_process
+from jobs.pipeline import embed_stage, excel_stage, markdown_stages
 from jobs.plan import make_plan_for
 from jobs.ray_session import cores_of, init_ray, stop_ray_in_background
-from jobs.rows import CHUNK_SCHEMA, DOC_SCHEMA
 from jobs.sources.manifest import load_manifest
 from jobs.sources.reads import local_read_refusal, read_bytes
 from jobs.sources.storage import StorageOptions
@@ -176,23 +172,7 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
 
     branches = []
     if md_items:
-        stages = [
-            adapter.Stage("parse_markdown", parse_documents, DOC_SCHEMA, cfg.ray.parse, {
-                "title_from_front_matter": cfg.markdown.title_from_front_matter,
-                "onenote_headings": cfg.markdown.onenote_headings,
-                "storage": storage,
-            }),
-            adapter.Stage("sentences", SentenceSplitter, DOC_SCHEMA, cfg.sentences.resources, {
-                "model": cfg.sentences.model,
-                "require_gpu": cfg.sentences.require_gpu,
-                "nlp_batch_size": cfg.sentences.nlp_batch_size,
-                "download_missing": cfg.sentences.download_missing,
-            }),
-            adapter.Stage("chunk", chunk_documents, CHUNK_SCHEMA, cfg.ray.chunk, {
-                "chunking": cfg.chunking, "quality": cfg.quality, "embedding_model": cfg.embedding.model,
-                "description_keys": tuple(cfg.markdown.description_keys),
-            }),
-        ]
+        stages = markdown_stages(cfg, storage)
         if fuse_markdown(cfg, local):
             md = adapter.apply(source(md_items, cfg.sentences.resources.batch_size),
                                adapter.fuse(stages, cfg.sentences.resources), retries)
@@ -202,14 +182,7 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
                 md = adapter.apply(md, stage, retries)
         branches.append(md)
     if xl_items:
-        xl = source(xl_items, cfg.ray.excel.batch_size)
-        xl = adapter.apply(xl, adapter.Stage("excel", excel_to_chunks, CHUNK_SCHEMA, cfg.ray.excel, {
-            "excel": cfg.excel, "quality": cfg.quality, "embedding_model": cfg.embedding.model,
-            "storage": storage,
-            # The driver's templates travel with the stage: the ones the fingerprint hashed, on any node.
-            "templates": read_template_texts(cfg.excel.templates_dir),
-        }), retries)
-        branches.append(xl)
+        branches.append(adapter.apply(source(xl_items, cfg.ray.excel.batch_size), excel_stage(cfg, storage), retries))
     ds = branches[0] if len(branches) == 1 else branches[0].union(*branches[1:])
     emb = cfg.embedding
     cluster = ray.cluster_resources()
@@ -218,10 +191,7 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
     log.info("embedding: %d actor(s) × %d encoder worker(s), %s torch thread(s) each (%s)", actors, workers,
              emb.torch_threads or "default",
              f"{cluster.get('GPU', 0):g} GPU(s)" if emb.resources.num_gpus else f"{cores} cores")
-    # Two calls at once keep an actor's workers fed: one call's batches finish while the next one's start.
-    return adapter.apply(ds, adapter.Stage("embed", Embedder, CHUNK_SCHEMA, embed_resources(cfg, actors, workers),
-                                           embedder_args(cfg, workers, known=known), calls_per_actor=min(workers, 2)),
-                         retries)
+    return adapter.apply(ds, embed_stage(cfg, embed_resources(cfg, actors, workers), workers, known), retries)
 
 
 def operator_stats(ds) -> dict:
@@ -289,12 +259,13 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
     else:
         location, staging = (local_path(out_root) / run_id).resolve(), None
     dim = embedding_dimension(cfg.embedding.model)
+    check_backend(cfg.embedding.reference)  # a missing onnx/openvino runtime is told before Ray starts
 
     with PgStore(database_url(cfg), cfg.database.schema_name, reconnect_seconds=cfg.database.reconnect_seconds) as store:
         store.migrate()
         # One writer per collection, from any shell or machine: a second run waits or exits naming this one.
         store.lock_collection(cfg.collection, f"corpusmill ingest {run_id}", cfg.database.lock_wait_seconds)
-        coll = store.ensure_collection(cfg.collection, cfg.embedding.model, dim)
+        coll = store.ensure_collection(cfg.collection, cfg.embedding.reference, dim)
         t0 = time.monotonic()
         plan, _ = make_plan_for(cfg, store, storage)
         stage_stats: dict = {"discover_plan": {"files": sum(plan.counts().values()) - len(plan.delete),
@@ -305,7 +276,8 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
         if plan.delete:
             _take_released(store, cfg.collection, plan)
         started_ray = False
-        if plan.to_process:  # before anything is recorded: a run that cannot read its inputs never starts
+        in_process = runs_in_process(cfg, len(plan.to_process))  # a handful of documents: no Ray (jobs/in_process.py)
+        if plan.to_process and not in_process:  # before anything is recorded: a run that cannot read its inputs never starts
             started_ray = init_ray(cfg)
             check_reachable(cfg)
         output = RunOutput(location, dim, storage, staging)
@@ -344,14 +316,20 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
         if items:
             # Vectors of texts the collection holds (unchanged chunks of an edited page, repeated blocks) are reused.
             known = KnownVectors(url, cfg.database.schema_name, coll.chunk_table) if cfg.embedding.reuse else None
-            ds = build_dataset(cfg, [i for i in items if i["source_type"] == "markdown"],
-                               [i for i in items if i["source_type"] == "excel"], storage, known)
-            writers = cfg.sink.writers_for(cores_of(ray.cluster_resources()))
-            log.info("writing: %d parallel writers", writers)
+            md_items = [i for i in items if i["source_type"] == "markdown"]
+            xl_items = [i for i in items if i["source_type"] == "excel"]
+            ds, writers = None, 1
+            if not in_process:
+                ds = build_dataset(cfg, md_items, xl_items, storage, known)
+                writers = cfg.sink.writers_for(cores_of(ray.cluster_resources()))
+                log.info("writing: %d parallel writers", writers)
             try:
                 with Progress(url, cfg.database.schema_name, cfg.collection, run_id, len(items)):
-                    ds.write_datasink(sink, concurrency=writers,
-                                      ray_remote_args=writer_args(output.uri, url, cfg.sink.placement))
+                    if in_process:
+                        stage_stats["pipeline"] = write_in_process(cfg, md_items, xl_items, storage, known, sink)
+                    else:
+                        ds.write_datasink(sink, concurrency=writers,
+                                          ray_remote_args=writer_args(output.uri, url, cfg.sink.placement))
             except BaseException as exc:
                 # Committed documents stay committed; the rest stay pending and the next run resumes them.
                 cause = _cause(exc)
@@ -377,15 +355,16 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
             _record_lost(store, coll, run_id, sink.stats)
             output.fetch_parts()
             written = getattr(ds, "_write_ds", None) or ds  # write_datasink runs the plan as a dataset of its own
-            stage_stats["pipeline"] = operator_stats(written)
+            if written is not None:
+                stage_stats["pipeline"] = operator_stats(written)
+                try:
+                    output.write_text("ray_stats.txt", written.stats() + "\n")
+                except Exception:  # stats are a nicety; never fail a finished run over them
+                    log.debug("could not write Ray Data stats", exc_info=True)
             stage_stats["sink"] = {"documents": len(items), "seconds": round(sink.stats.seconds, 3),
                                    "writers": writers, "transactions": sink.stats.transactions,
-                                   "nodes": len(sink.stats.nodes)}
+                                   "nodes": len(sink.stats.nodes), "in_process": in_process}
             stage_stats["stages"] = stage_summary(stage_stats, sink.stats.vectors)
-            try:
-                output.write_text("ray_stats.txt", written.stats() + "\n")
-            except Exception:  # stats are a nicety; never fail a finished run over them
-                log.debug("could not write Ray Data stats", exc_info=True)
             ds = written = None  # their blocks belong to the Ray that stops now
             if started_ray:
                 stopping.append(stop_ray_in_background())

@@ -14,7 +14,8 @@ the collection switches to the space in one transaction and the previous one is 
 (`--drop-old` drops it); while any document is missing (one failed, a block was lost), it does not
 switch, and the next run retries those. Chunks are
 re-embedded from their stored `embed_text`: boundaries stay as chunked; re-run `ingest` with the new
-model in the config to re-chunk to its token limit.
+model in the config to re-chunk to its token limit. The model's backend (torch, onnx, openvino; int8)
+is the config's unless the reference names one (`MODEL#onnx-int8`); it is part of the space's identity.
 
 `bench-embedders` fills its scratch spaces in-process instead (`fill_space`): one model load there
 embeds both the chunks and the questions.
@@ -31,9 +32,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from jobs.config import JobConfig
+from jobs.embed.backends import check_backend
 from jobs.embed.encoder import Embedder
 from jobs.embed.layout import embed_layout, embed_resources, embedder_args
-from jobs.embed.models import embedding_dimension
+from jobs.embed.models import embedding_dimension, join_ref, split_ref
 from jobs.errors import UserError
 from jobs.rows import CHUNK_SCHEMA
 from jobs.store.pgvector import Collection, PgStore, UnknownCollection
@@ -73,7 +75,7 @@ class ReembedResult:
 
 def _fingerprint_with(cfg: JobConfig, model: str) -> str:
     data = cfg.model_dump(by_alias=True)
-    data["embedding"]["model"] = model
+    data["embedding"]["model"], data["embedding"]["backend"], data["embedding"]["quantize"] = split_ref(model)
     return JobConfig.model_validate(data).fingerprint()
 
 
@@ -179,6 +181,9 @@ def run_reembed(cfg: JobConfig, collection: str, model: str, *, drop_old: bool =
     from jobs.ray_session import init_ray, stop_ray_in_background  # late: imports Ray
 
     started = time.monotonic()
+    if "#" not in model:  # the config's backend, unless the reference names one (jobs/embed/models.py)
+        model = join_ref(model, cfg.embedding.backend, cfg.embedding.quantize)
+    check_backend(model)
     url = database_url(cfg)
     with PgStore(url, cfg.database.schema_name, reconnect_seconds=cfg.database.reconnect_seconds) as store:
         store.migrate()

@@ -9,7 +9,6 @@ import logging
 
 import psycopg
 
-from jobs.embed.models import resolve_model
 from jobs.store.pgvector import PgStore, UnknownCollection
 from jobs.store.text_search import DEPTH, RRF_K
 
@@ -49,7 +48,7 @@ class Searcher:
         if coll is None:
             known = ", ".join(c.name for c in store.list_collections()) or "none yet"
             raise UnknownCollection(f"no collection named {collection!r} (known: {known})")
-        from sentence_transformers import SentenceTransformer  # late: a wrong name is told before torch loads
+        from jobs.embed.backends import load_model  # late: a wrong name is told before torch loads
 
         if mode != "vector":  # a collection from before full-text search gets its column and index once
             try:
@@ -60,7 +59,7 @@ class Searcher:
         self.store, self.coll, self.ef_search, self.mode = store, coll, ef_search, mode
         self.repeat_ratio = repeat_ratio if repeat_ratio and repeat_ratio > 1 else None
         # The query must be embedded by the model that embedded the chunks, whatever the config says now.
-        self.model = SentenceTransformer(resolve_model(coll.embedding_model).location, device="cpu")
+        self.model = load_model(coll.embedding_model)  # its backend too (jobs/embed/backends.py)
         if mode == "hybrid-doc":  # the documents' outline vectors, with the same model (built once, then kept current)
             built = store.ensure_doc_vectors(coll, self._encode)
             if built:

@@ -319,11 +319,20 @@ def test_a_second_ingest_is_refused_and_a_server_restart_costs_nothing(tmp_path,
     log = open(tmp_path / "first.log", "w+")
     proc = subprocess.Popen(CLI + ["ingest", "--config", str(cfg)], env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_for_done(pg_url, "e2e_restart", 3, proc)
-        assert proc.poll() is None, "the ingest finished too soon: make the corpus bigger"
-        with psycopg.connect(pg_url) as conn:
-            first = conn.execute("SELECT run_id FROM corpusmill.runs WHERE collection = 'e2e_restart' "
-                                 "AND status = 'running'").fetchone()[0]
+        # The run is recorded under the collection's lock, before Ray starts: from then on the lock is held
+        # for the whole run, so the second ingest below races nothing (it used to wait for 3 documents,
+        # and on a loaded machine the first run could finish before the second one had started).
+        first, deadline = None, time.monotonic() + 300
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            while first is None and proc.poll() is None and time.monotonic() < deadline:
+                try:
+                    row = conn.execute("SELECT run_id FROM corpusmill.runs WHERE collection = 'e2e_restart' "
+                                       "AND status = 'running'").fetchone()
+                except psycopg.errors.UndefinedTable:
+                    row = None  # the ingest has not created the schema yet
+                first = row[0] if row else None
+                time.sleep(0.1)
+        assert first and proc.poll() is None, "the first ingest never recorded its run"
         # Two shells, one collection: the second exits 2 at once, naming the run that holds it.
         second = cli("ingest", "--config", str(cfg), env=env)
         assert second.returncode == 2, second.stdout + second.stderr
@@ -392,7 +401,8 @@ def test_a_run_that_starts_its_own_ray_stops_it_before_returning(tmp_path, corpu
     rather than leaving it to the exit hook: it is down when run_ingest returns, processes and all."""
     import tempfile
 
-    cfg = write_config(tmp_path / "own.yaml", "e2e_own_ray", [corpus])
+    # Seven documents would run in process (jobs/in_process.py): this run is to start a Ray of its own.
+    cfg = write_config(tmp_path / "own.yaml", "e2e_own_ray", [corpus], ray__in_process_max_documents=0)
     ray_tmp = tempfile.mkdtemp(prefix="cmown-", dir="/tmp")  # Unix socket paths must stay short
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env.update(CORPUSMILL_HOME=str(cm_home), RAY_TMPDIR=ray_tmp, TOKENIZERS_PARALLELISM="false")

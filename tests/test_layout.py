@@ -14,7 +14,7 @@ MAX_LINES = 600
 # Lowest first. A part may import its own rank or lower ones, never a higher one. Equal ranks are peers
 # that do not import each other (the check below finds any cycle among them).
 LAYERS = [
-    {"jobs", "errors", "home", "defaults"},  # `jobs` is the package itself: PIPELINE_VERSION, __version__
+    {"jobs", "errors", "home", "defaults", "model_refs"},  # `jobs`: the package itself (PIPELINE_VERSION)
     {"sources"},  # where documents come from: discovery, listing, the plan
     {"config"},
     {"rows"},  # the row schemas between stages (the chunk contract, error and empty markers)
@@ -24,6 +24,8 @@ LAYERS = [
     {"markdown", "excel"},  # one package per source type, each its whole path to chunk rows
     {"checks"},  # what every ingest measures: run metrics, index metrics, gates
     {"adapter", "ray_session"},  # plain-Python stages onto Ray Data; the Ray a job runs on
+    {"pipeline"},  # the ingest's stage specs, for Ray and for a small run in process
+    {"in_process"},  # a small run's stages in the driver process
     {"plan", "search", "load", "reembed"},  # jobs that need no stage: light enough for a quick command
     {"tools"},  # commands over stored runs: report, evaluate, stats, bench-embedders
     {"ingest"},

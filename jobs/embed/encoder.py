@@ -11,6 +11,9 @@ more than once in a batch is encoded once. A row that arrives with its vector (a
 keeps it. Each document's reused vectors are counted in its `doc_stats` (`vectors_reused`), which
 the writers sum.
 
+The model reference names its backend too (`MODEL#onnx-int8`): jobs/embed/backends.py loads torch,
+ONNX Runtime or OpenVINO through sentence-transformers; everything here is the same for each.
+
 On a CPU one actor runs several encoder workers (threads, each with its own copy of the model and
 `torch_threads` torch threads): single-threaded encoders do not stall each other at torch's sync points
 when another process takes a core, and as threads of one process they import torch and
@@ -28,7 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from jobs.embed.models import resolve_model
+from jobs.embed.backends import load_model
+from jobs.embed.models import split_ref
 from jobs.embed.tokens import token_counter
 from jobs.errors import NotAvailableError
 from jobs.rows import error_fields
@@ -72,17 +76,15 @@ class Embedder:
                  workers: int = 1, known: KnownVectors | None = None):
         # Late: torch and sentence-transformers load in the encoding actor, not in a driver that only names the stage.
         import torch
-        from sentence_transformers import SentenceTransformer
 
         if torch_threads:
             torch.set_num_threads(torch_threads)
         self.model_ref, self.known = model, known
-        self.device = pick_device(device, num_gpus)
-        info = resolve_model(model)
+        # ONNX Runtime and OpenVINO run on the CPU (jobs/embed/backends.py); torch where the config says.
+        self.device = pick_device(device, num_gpus) if split_ref(model)[1] == "torch" else "cpu"
 
         def load():
-            loaded = SentenceTransformer(info.location, device=self.device)
-            return loaded.to(getattr(torch, dtype)) if dtype != "float32" and self.device != "cpu" else loaded
+            return load_model(model, self.device, dtype, torch_threads)
 
         # One copy per worker: a Hugging Face fast tokenizer must not be called from two threads at once
         # (it resets its padding state per call: "Already borrowed"), and a copy of a CPU model is small.

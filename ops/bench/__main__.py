@@ -1,7 +1,7 @@
 """`make bench`: every benchmark in sequence in one private session, each printing its table and writing
 its JSON to BENCH_OUT (default .corpusmill/bench), then a summary (bench.json).
 
-    python -m ops.bench [overhead langchain stages loading write_path edits gpu]   # a subset, in this order
+    python -m ops.bench [overhead langchain stages loading write_path edits backends gpu]   # a subset, in this order
 
 BENCH_FILES=200 runs the corpus benchmarks on the first 200 files (a quick check); the default is the
 whole corpus, as the issue's figures are.
@@ -16,10 +16,10 @@ import traceback
 
 from ops.bench import common
 
-ORDER = ("overhead", "langchain", "stages", "loading", "write_path", "edits", "gpu")
+ORDER = ("overhead", "langchain", "stages", "loading", "write_path", "edits", "backends", "gpu")
 MODULES = {"overhead": "ops.bench.overhead", "langchain": "ops.bench.langchain_baseline", "stages": "ops.bench.stages",
            "loading": "ops.bench.loading", "write_path": "ops.bench.write_path", "edits": "ops.bench.edits",
-           "gpu": "ops.bench.gpu",
+           "backends": "ops.bench.backends", "gpu": "ops.bench.gpu",
            "interference": "ops.bench.interference"}  # on request only: `python -m ops.bench interference`
 
 
@@ -47,6 +47,9 @@ def summary(results: dict) -> dict:
     if "edits" in results:
         out["edit_runs"] = {x["run"]: {k: x[k] for k in ("ratio_to_full", "vectors_computed", "vectors_reused")}
                             for x in results["edits"]["runs"]}
+    if "backends" in results:
+        out["backend_speed_and_hit@1"] = {x["backend"]: f"{x['ratio_to_torch']}x, {x['hit@1']}"
+                                          for x in results["backends"]["backends"]}
     if "stages" in results:
         s = results["stages"]
         out["scaling_wall_s"] = {f"{x['factor']}x ({x['files']} files)": x["wall_s"] for x in s["sizes"]}

@@ -296,6 +296,15 @@ def run_one(name: str, bench, report) -> int:
     return 0
 
 
+def standalone(name: str, bench, report) -> int:
+    """`python -m ops.bench.NAME`: one benchmark in its own private session, its JSON saved, its table printed."""
+    with session():
+        r = bench()
+    save(name, r)
+    print(report(r))
+    return 0
+
+
 def save(name: str, data: dict) -> Path:
     path = out_dir() / f"{name}.json"
     path.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")

@@ -1,15 +1,17 @@
-"""Edit to searchable: a full ingest, then a few pages edited and ingested again, with vector reuse on and off (#20).
+"""Edit to searchable: a full ingest, then a few pages edited and ingested again: in process and on Ray, with
+vector reuse on and off (#20).
 
     python -m ops.bench.edits          # BENCH_FILES=200 for a quick check; BENCH_EDITS=10
 
 In one private session: a default ingest (configs/local.yaml) of a copy of the corpus into a fresh
 collection; then BENCH_EDITS pages spread evenly over it each get a new paragraph, and `corpusmill
-ingest` runs again (`embedding.reuse: true`, the default); then the same pages each get a second new
-paragraph and it runs again with `embedding.reuse: false` (a copy of the config; reuse is not part of
-the fingerprint, so both edit runs plan the same updates). For each run: wall time (the process,
+ingest` runs again (the default: at most `ray.in_process_max_documents` documents run in the driver
+process, with `embedding.reuse: true`); then the same pages get another paragraph for a run on Ray
+(`in_process_max_documents: 0`), and another for a run with `embedding.reuse: false` (copies of the
+config; neither key is part of the fingerprint, so every edit run plans the same updates). For each run: wall time (the process,
 timed from outside), its ratio to the full run, files updated, and the vectors computed and reused
 (from the run's metrics.json). An edited page's unchanged chunks are what reuse saves; the fixed cost
-of a run (Ray, the models) is what it cannot.
+of a run (Ray, the models) is what it cannot, and what the in-process path saves.
 """
 
 from __future__ import annotations
@@ -30,13 +32,14 @@ def edit(files: list[Path], round_: int) -> None:
             out.write(f"\n\nA paragraph the edit benchmark added in round {round_}, about nothing else.\n")
 
 
-def config_without_reuse() -> Path:
+def config_with(name: str, section: str, key: str, value) -> Path:
+    """A copy of configs/local.yaml with one key changed."""
     data = yaml.safe_load(common.CONFIG.read_text(encoding="utf-8"))
-    data["embedding"]["reuse"] = False
+    data[section][key] = value
     templates = (data.get("excel") or {}).get("templates_dir")
     if templates and not Path(templates).is_absolute():  # relative to the config, which moves
         data["excel"]["templates_dir"] = str((common.CONFIG.parent / templates).resolve())
-    path = common.work_dir() / "no-reuse.yaml"
+    path = common.work_dir() / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
 
@@ -62,10 +65,15 @@ def bench() -> dict:
     full = common.ingest(root, "bench_edits", tag="edits-full")
     runs = [_entry("full", full, None)]
     edit(edited, 1)
-    runs.append(_entry("edit, reuse on", common.ingest(root, "bench_edits", tag="edits-reuse"), full["wall_s"]))
+    runs.append(_entry("edit, in process", common.ingest(root, "bench_edits", tag="edits-reuse"), full["wall_s"]))
     edit(edited, 2)
-    runs.append(_entry("edit, reuse off", common.ingest(root, "bench_edits", config=config_without_reuse(),
-                                                       tag="edits-no-reuse"), full["wall_s"]))
+    on_ray = config_with("on-ray", "ray", "in_process_max_documents", 0)
+    runs.append(_entry("edit, on Ray", common.ingest(root, "bench_edits", config=on_ray, tag="edits-ray"),
+                       full["wall_s"]))
+    edit(edited, 3)
+    no_reuse = config_with("no-reuse", "embedding", "reuse", False)
+    runs.append(_entry("edit, in process, reuse off", common.ingest(root, "bench_edits", config=no_reuse,
+                                                                   tag="edits-no-reuse"), full["wall_s"]))
     return {"files": len(files), "edited": len(edited), "corpus": str(common.corpus_root()),
             "machine": common.machine(), "runs": runs}
 
@@ -78,13 +86,5 @@ def report(r: dict) -> str:
                         f"Edit to searchable: {r['edited']} of {r['files']} pages edited, ingested again") + "\n"
 
 
-def main() -> int:
-    with common.session():
-        r = bench()
-    common.save("edits", r)
-    print(report(r))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(common.standalone("edits", bench, report))

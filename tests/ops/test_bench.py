@@ -255,3 +255,14 @@ def test_the_excel_header_table_counts_generic_labels_and_header_rows_as_data():
     assert results["toronto-transit.xlsx"]["omitted:min_fields"] == 1  # `TWO-FARE` and N/A only
     table = excel_headers.table(results)
     assert "| **all** | 22 | 20 |" in table and "0.0 %" in table
+
+
+def test_backend_bench_windows_keep_paragraphs_and_their_words():
+    from ops.bench.backends import MAX_WORDS, windows
+
+    long = " ".join(f"w{i}" for i in range(MAX_WORDS + 30))
+    text = "First paragraph here.\n\nSecond one.\n\n" + long
+    out = windows(text)
+    assert all(len(w.split()) <= MAX_WORDS for w in out)
+    assert " ".join(out).split() == text.split()  # every word once, in order
+    assert out[0].startswith("First paragraph here. Second one.")
