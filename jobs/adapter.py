@@ -3,7 +3,8 @@
 A stage is either a function `rows -> rows` (run as Ray tasks) or a class whose `__init__` loads
 its model once and whose `__call__(rows) -> rows` handles a batch (run in a fixed actor pool). Rows
 are lists of dicts; the adapter converts Arrow batches to and from them with the stage's declared
-output schema, so stages know nothing of Ray or Arrow.
+output schema, so stages know nothing of Ray or Arrow. A small run uses the same Chain and
+to_table without Ray (jobs/in_process.py).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class Stage:
         return isinstance(self.fn, type)
 
 
-def _to_table(rows: list[dict], schema: pa.Schema, stage: str = "") -> pa.Table:
+def to_table(rows: list[dict], schema: pa.Schema, stage: str = "") -> pa.Table:
     """The batch as Arrow. A value Arrow cannot take (text that is not UTF-8, a number out of range)
     fails only its own document: it becomes that document's error row, and the rest of the batch goes
     on (a failing conversion would otherwise fail the block, and with it every document in it)."""
@@ -87,7 +88,7 @@ class _ActorHost:
         self._schema, self._name = schema, name
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        return _to_table(self._stage(batch.to_pylist()), self._schema, self._name)
+        return to_table(self._stage(batch.to_pylist()), self._schema, self._name)
 
 
 def _actor_pool(stage: Stage):
@@ -137,7 +138,7 @@ def apply(ds, stage: Stage, retries: int | None = None):
     fn, schema, kwargs, name = stage.fn, stage.output_schema, stage.kwargs, stage.name
 
     def task(batch: pa.Table) -> pa.Table:
-        return _to_table(fn(batch.to_pylist(), **kwargs), schema, name)
+        return to_table(fn(batch.to_pylist(), **kwargs), schema, name)
 
     task.__name__ = task.__qualname__ = stage.name
     compute = ray.data.TaskPoolStrategy(size=res.pool_size) if res.pool_size else None

@@ -19,7 +19,7 @@ import logging
 import os
 import time
 
-from jobs.adapter import Chain, _to_table
+from jobs.adapter import Chain, to_table
 from jobs.config import JobConfig
 from jobs.pipeline import embed_stage, excel_stage, markdown_stages
 from jobs.rows import CHUNK_SCHEMA
@@ -72,7 +72,7 @@ def write_in_process(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
             for i in range(0, len(items), max(1, batch)):
                 try:
                     rows = timed("embed", embed, timed(name, chain, items[i:i + batch]))
-                    table = _to_table(rows, CHUNK_SCHEMA, "embed")
+                    table = to_table(rows, CHUNK_SCHEMA, "embed")
                 except Exception:
                     log.exception("a batch of %d documents failed; they stay pending for the next run",
                                   len(items[i:i + batch]))

@@ -103,7 +103,7 @@ def test_a_block_whose_worker_dies_each_time_is_dropped_after_its_retries_and_th
 
 
 def test_a_value_arrow_cannot_take_fails_its_own_document_only():
-    from jobs.adapter import _to_table
+    from jobs.adapter import to_table
     from jobs.rows import CHUNK_SCHEMA
 
     def row(doc, text):
@@ -112,7 +112,7 @@ def test_a_value_arrow_cannot_take_fails_its_own_document_only():
                 "row_kind": "chunk", "doc_rows": 1, "seq": 0}
 
     # A lone surrogate (a workbook's `_xD800_`, a "\ud800" in YAML) is not UTF-8: Arrow refuses the batch.
-    table = _to_table([row("a", "fine"), row("b", "bad \ud800"), row("c", "fine too")], CHUNK_SCHEMA, "excel")
+    table = to_table([row("a", "fine"), row("b", "bad \ud800"), row("c", "fine too")], CHUNK_SCHEMA, "excel")
     got = {r["doc_id"]: r for r in table.to_pylist()}
     assert got["a"]["text"] == "fine" and got["c"]["text"] == "fine too"
     assert got["b"]["row_kind"] == "error" and got["b"]["error_stage"] == "excel"
