@@ -6,6 +6,10 @@ Every `import` counts, late ones inside functions too: a cycle hidden in a funct
 """
 
 import ast
+import functools
+import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 JOBS = Path(__file__).resolve().parents[1] / "jobs"
@@ -43,13 +47,32 @@ def _is_part(name: str) -> bool:
     return (JOBS / f"{name}.py").is_file() or (JOBS / name / "__init__.py").is_file()
 
 
+_PARSE_ALL = """
+import ast, pickle, sys
+from pathlib import Path
+trees = {str(p): ast.parse(p.read_text(), str(p)) for p in sorted(Path(sys.argv[1]).rglob("*.py"))}
+sys.stdout.buffer.write(pickle.dumps(trees))
+"""
+
+
+@functools.cache
+def _trees() -> dict[Path, ast.Module]:
+    """Every module of `jobs/`, parsed in a fresh interpreter. CPython 3.11 keeps the AST builder's
+    recursion depth per interpreter, not per thread, so an `ast.parse` here races any thread that a
+    test run left building ASTs (Ray's, pytest's) and fails with "AST constructor recursion depth
+    mismatch" (python/cpython#106905). A child process has no such threads."""
+    out = subprocess.run([sys.executable, "-c", _PARSE_ALL, str(JOBS)], check=True,
+                         capture_output=True).stdout
+    return {Path(path): tree for path, tree in pickle.loads(out).items()}
+
+
 def _imports() -> dict[tuple[str, str], list[str]]:
     """(importing part, imported part) -> the files where it happens."""
     edges: dict[tuple[str, str], list[str]] = {}
-    for path in JOBS.rglob("*.py"):
+    for path, tree in _trees().items():
         rel = path.relative_to(JOBS.parent)
         here = _part(".".join(rel.with_suffix("").parts).removesuffix(".__init__"))
-        for node in ast.walk(ast.parse(path.read_text(), str(rel))):
+        for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -108,11 +131,11 @@ def test_late_imports_say_why():
     names a stage); it says so in a comment on its line or just above. jobs/cli.py is the exception
     by design: each command imports what it needs, as its module docstring says."""
     silent = []
-    for path in sorted(JOBS.rglob("*.py")):
+    for path, tree in sorted(_trees().items()):
         if path == JOBS / "cli.py":
             continue
         lines = path.read_text().splitlines()
-        for func in ast.walk(ast.parse("\n".join(lines))):
+        for func in ast.walk(tree):
             if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             for node in ast.walk(func):
