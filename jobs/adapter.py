@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pyarrow as pa
-import ray.data
 
 from jobs.config import ResourcesConfig
 from jobs.rows import error_row
@@ -95,6 +94,8 @@ def _actor_pool(stage: Stage):
     """A fixed pool; `tasks_in_flight` counts per concurrent call. Concurrent calls need an
     ActorPoolStrategy that takes `max_concurrent_calls_per_actor` and `enable_true_multi_threading`
     (Ray 2.60 does); with an older Ray the calls run one at a time, which is only slower."""
+    import ray.data  # late: a small run in process uses Stage, Chain and to_table without Ray
+
     res, calls = stage.resources, stage.calls_per_actor
     kwargs = {"size": res.pool_size or 1,
               "max_tasks_in_flight_per_actor": res.tasks_in_flight * calls if res.tasks_in_flight else None}
@@ -110,7 +111,9 @@ def apply(ds, stage: Stage, retries: int | None = None):
 
     `retries`: how often a task (or an actor call) is run again after its worker process died. Ray Data
     retries for ever by default, so a document that reliably kills its worker (an OOM) would stall the
-    run; bounded, the block fails and the job records its documents (see jobs.ingest.build_dataset)."""
+    run; bounded, the block fails and the job records its documents (see jobs.on_ray.build_dataset)."""
+    import ray.data  # late: see _actor_pool
+
     res = stage.resources
     common = dict(
         batch_size=res.batch_size,

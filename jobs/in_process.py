@@ -5,8 +5,9 @@ workers and actors, each importing torch and loading the models again. Below
 `ray.in_process_max_documents` documents, on a local run (no RAY_ADDRESS) with no GPU asked for, the
 same stage specs (jobs/pipeline.py) run here one batch at a time: parse, sentences and chunk as Ray's
 fused Markdown actor runs them (jobs/adapter.Chain), then the Embedder (one single-threaded encoder per
-core, as a local Ray's actor has), and the batches go to the same ChunkDatasink an ingest's write tasks
-use, called here: documents commit whole with their checkpoint rows and Parquet parts, as on Ray.
+core, as a local Ray's actor has), and the batches go to the DocumentWriter that Ray's write tasks run
+(jobs/store/writers.py), called here: documents commit whole with their checkpoint rows and Parquet
+parts, as on Ray. Nothing here imports Ray, whose imports alone take longer than such a run's work.
 
 A batch that raises (the stages turn a document's own errors into error rows, so this is a fault, not
 a bad file) is dropped as Ray drops a block that failed past its retries: its documents stay pending,
@@ -24,8 +25,8 @@ from jobs.config import JobConfig
 from jobs.pipeline import embed_stage, excel_stage, markdown_stages
 from jobs.rows import CHUNK_SCHEMA
 from jobs.sources.storage import StorageOptions
-from jobs.store.datasink import ChunkDatasink
 from jobs.store.known_vectors import KnownVectors
+from jobs.store.writers import DocumentWriter
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +38,9 @@ def runs_in_process(cfg: JobConfig, documents: int) -> bool:
 
 
 def write_in_process(cfg: JobConfig, md_items: list[dict], xl_items: list[dict], storage: StorageOptions | None,
-                     known: KnownVectors | None, sink: ChunkDatasink) -> dict:
+                     known: KnownVectors | None, sink: DocumentWriter) -> dict:
     """Run the stages over the work items and commit through `sink`. Returns per-stage rows and seconds
-    in the shape of jobs.ingest.operator_stats, so the run's stage summary reads the same."""
-    from ray.data.datasource.datasink import WriteResult  # late: a plain class here; no Ray is started
-
+    in the shape of jobs.on_ray.operator_stats, so the run's stage summary reads the same."""
     emb = cfg.embedding
     workers = emb.workers_per_actor  # `auto`: one encoder per torch_threads cores, as a local Ray's actor
     if workers == "auto":
@@ -81,7 +80,7 @@ def write_in_process(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
 
     sink.on_write_start()
     stats = sink.write(blocks(), None)
-    sink.on_write_complete(WriteResult(num_rows=stats.vectors, size_bytes=0, write_returns=[stats]))
+    sink.complete([stats])
     for entry in spent.values():
         entry["task_seconds"] = round(entry["task_seconds"], 3)
         entry["rows_per_task_second"] = round(entry["rows"] / entry["task_seconds"], 1) if entry["task_seconds"] else None

@@ -1,19 +1,20 @@
-"""The ingest job: discover and plan, then a Ray Data pipeline into the Parquet + pgvector sink.
+"""The ingest job: discover and plan, then the stages into the Parquet + pgvector sink.
 
     work items ─┬─ markdown: parse (tasks) ─► sentences (spaCy actors) ─► chunk (tasks) ─┐
                 └─ excel: rows → chunks (tasks) ─────────────────────────────────────────┴─► embed (actors) ─► sink
 
-On a local Ray whose sentences run on CPU, the three Markdown stages are one pass inside the spaCy
-actors (`ray.fuse_markdown`). The sink is parallel write tasks on the workers (`sink.writers`), each
-committing whole documents with their checkpoint rows (jobs/store/datasink.py), so killing the job at
-any moment loses at most the documents in flight; the next run resumes with them. No row passes
-through the driver.
+A run runs its stages on Ray Data (jobs/on_ray.py). On a local Ray whose sentences run on CPU, the
+three Markdown stages are one pass inside the spaCy actors (`ray.fuse_markdown`). The sink is
+parallel write tasks on the workers (`sink.writers`), each committing whole documents with their
+checkpoint rows (jobs/store/writers.py), so killing the job at any moment loses at most the
+documents in flight; the next run resumes with them. No row passes through the driver. A run of a
+handful of documents runs the same stages and writer in this process, without Ray
+(jobs/in_process.py).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
 import time
@@ -22,37 +23,30 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
 import psycopg
-import ray
-import ray.data
 
-from jobs import adapter
 from jobs.checks.gates import check_gates
 from jobs.checks.index_metrics import index_metrics
 from jobs.checks.metrics import run_metrics, write_summary
 from jobs.chunks.ids import doc_id
 from jobs.config import JobConfig
 from jobs.embed.backends import check_backend
-from jobs.embed.layout import embed_layout, embed_resources
 from jobs.embed.models import embedding_dimension
 from jobs.embed.tokens import token_counter
-from jobs.errors import ConfigError, UserError
+from jobs.errors import UserError
 from jobs.excel.discards import write_discard_report
 from jobs.home import home, runs_dir
 from jobs.in_process import runs_in_process, write_in_process
-from jobs.pipeline import embed_stage, excel_stage, markdown_stages
 from jobs.plan import make_plan_for
-from jobs.ray_session import cores_of, init_ray, stop_ray_in_background
-from jobs.sources.manifest import load_manifest
-from jobs.sources.reads import local_read_refusal, read_bytes
+from jobs.sources.reads import read_bytes
 from jobs.sources.storage import StorageOptions
 from jobs.sources.uris import is_remote, join, local_path
 from jobs.store.connection import DatabaseUnavailable
-from jobs.store.datasink import ChunkDatasink, Progress, SinkStats, writer_args
 from jobs.store.known_vectors import KnownVectors
 from jobs.store.locks import CollectionBusy
 from jobs.store.parquet import RunOutput
 from jobs.store.pgvector import PgStore
 from jobs.store.url import database_url
+from jobs.store.writers import DocumentWriter, Progress, SinkStats
 from jobs.tools.report import write_report
 
 log = logging.getLogger(__name__)
@@ -88,13 +82,6 @@ def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
 
 
-def input_roots(cfg: JobConfig) -> list[str]:
-    """The roots a run reads: the config's (or --input), else a manifest's own."""
-    if cfg.input.roots or cfg.input.manifest is None:
-        return list(cfg.input.roots)
-    return list(load_manifest(cfg.input.manifest)["roots"])
-
-
 def _cause(exc: BaseException) -> BaseException:
     """The error under Ray's wrappers (a task's exception reaches the driver inside RayTaskError and
     Ray Data's own errors)."""
@@ -121,25 +108,6 @@ def _record_lost(store: PgStore, coll, run_id: str, stats: SinkStats) -> None:
                                "message": message})
 
 
-def check_reachable(cfg: JobConfig) -> None:
-    """Refuse a plain local input path on a multi-node Ray (see local_read_refusal); Ray must be up."""
-    alive = sum(1 for node in ray.nodes() if node.get("Alive"))
-    refusal = local_read_refusal(input_roots(cfg), alive, cfg.input.read_via_driver)
-    if refusal:
-        raise ConfigError(refusal)
-
-
-def fuse_markdown(cfg: JobConfig, local: bool = True) -> bool:
-    """Whether the Markdown stages run as one (`ray.fuse_markdown`). On a local CPU Ray the parse and
-    chunk tasks cost more in worker processes and Arrow round trips than their own work
-    (ops/bench/RESULTS.md). On a GPU they would hold the GPU actor while the GPU waits, and on a
-    cluster (`local` false) autoscaling parse and chunk tasks read and chunk in parallel beside the
-    fixed pool of spaCy actors."""
-    if cfg.ray.fuse_markdown == "auto":
-        return local and not cfg.sentences.resources.num_gpus
-    return cfg.ray.fuse_markdown
-
-
 def _take_released(store: PgStore, collection: str, plan) -> None:
     """A deleted document may have held text other documents only recorded a copy of
     (jobs/store/shared_text.py); those were marked pending. Unchanged ones are re-chunked in this run
@@ -150,67 +118,6 @@ def _take_released(store: PgStore, collection: str, plan) -> None:
         plan.skip = [f for f in plan.skip if f.source_path not in pending]
         plan.retry += moved
         log.info("%d unchanged documents re-chunked: they shared text only a deleted document held", len(moved))
-
-
-def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
-                  storage: StorageOptions | None = None, known: KnownVectors | None = None):
-    """The Ray Data plan: one branch per source type, unioned before the embedding actor pool. Work
-    items carry each source's path or object URI; the parse tasks read it on their own node, with
-    `storage` (endpoint, region, secret-file credentials as SecretStr) shipped in the stage arguments."""
-    local = not os.environ.get("RAY_ADDRESS")  # a Ray of this process's own, not a cluster joined
-    retries = cfg.ray.task_retries
-    # A block whose task failed past its retries (its worker died each time) is dropped instead of
-    # aborting the run: the sink then finds its documents missing and records them `LostDocument`,
-    # to be retried by the next run (_record_lost). Our stages turn a document's own
-    # exceptions into error rows, so what fails a whole block is a lost worker, not one bad file.
-    ray.data.DataContext.get_current().max_errored_blocks = -1
-
-    def source(items, rows_per_block: int):
-        # One block per batch of the first stage: bigger blocks would delay the first commits, smaller
-        # ones only add per-task overhead (every task costs the driver, the raylet and a worker).
-        return ray.data.from_items(items, override_num_blocks=max(1, min(256, -(-len(items) // rows_per_block))))
-
-    branches = []
-    if md_items:
-        stages = markdown_stages(cfg, storage)
-        if fuse_markdown(cfg, local):
-            md = adapter.apply(source(md_items, cfg.sentences.resources.batch_size),
-                               adapter.fuse(stages, cfg.sentences.resources), retries)
-        else:
-            md = source(md_items, cfg.ray.parse.batch_size)
-            for stage in stages:
-                md = adapter.apply(md, stage, retries)
-        branches.append(md)
-    if xl_items:
-        branches.append(adapter.apply(source(xl_items, cfg.ray.excel.batch_size), excel_stage(cfg, storage), retries))
-    ds = branches[0] if len(branches) == 1 else branches[0].union(*branches[1:])
-    emb = cfg.embedding
-    cluster = ray.cluster_resources()
-    cores = cores_of(cluster)
-    actors, workers = embed_layout(cfg, cluster, cores, len(md_items) + len(xl_items), local)
-    log.info("embedding: %d actor(s) × %d encoder worker(s), %s torch thread(s) each (%s)", actors, workers,
-             emb.torch_threads or "default",
-             f"{cluster.get('GPU', 0):g} GPU(s)" if emb.resources.num_gpus else f"{cores} cores")
-    return adapter.apply(ds, embed_stage(cfg, embed_resources(cfg, actors, workers), workers, known), retries)
-
-
-def operator_stats(ds) -> dict:
-    """Rows and summed task wall time per Ray Data operator (fused operators share one entry).
-    Ray's stats summary is not a stable API, so this is best effort and never fails a run."""
-    try:
-        out, todo = {}, [ds._get_stats_summary()]
-        while todo:
-            summary = todo.pop()
-            todo.extend(summary.parents)
-            for op in summary.operators_stats:
-                rows = int(op.output_num_rows.sum) if op.output_num_rows else 0
-                wall = float(op.wall_time.sum) if op.wall_time else 0.0
-                out[op.operator_name] = {"rows": rows, "task_seconds": round(wall, 3),
-                                         "rows_per_task_second": round(rows / wall, 1) if wall else None}
-        return out
-    except Exception:
-        log.debug("no operator stats", exc_info=True)
-        return {}
 
 
 # Operator names hold their stages' names: `MapBatches(chunk)`, Ray's fused `A->B`, adapter.fuse's `a+b`.
@@ -275,11 +182,12 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
             store.delete_document(coll, path)
         if plan.delete:
             _take_released(store, cfg.collection, plan)
-        started_ray = False
+        started_ray, on_ray = False, None
         in_process = runs_in_process(cfg, len(plan.to_process))  # a handful of documents: no Ray (jobs/in_process.py)
         if plan.to_process and not in_process:  # before anything is recorded: a run that cannot read its inputs never starts
-            started_ray = init_ray(cfg)
-            check_reachable(cfg)
+            from jobs import on_ray  # late: Ray's imports take seconds, which a small run in process does without
+
+            started_ray = on_ray.start(cfg)
         output = RunOutput(location, dim, storage, staging)
         run_dir = output.run_dir  # local: the run directory itself, or the staging copy of a remote one
         output.write_json("run.json", {"run_id": run_id, "collection": cfg.collection, "fingerprint": fingerprint,
@@ -307,29 +215,25 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
                     item["content"] = read_bytes(item["abs_path"])
 
         url = database_url(cfg)
-        sink = ChunkDatasink(url, cfg.database.schema_name, coll, run_id, label=f"corpusmill ingest {run_id}",
-                             share_text=cfg.database.shared_text == "once", batch_rows=cfg.sink.flush_rows,
-                             batch_seconds=cfg.sink.flush_seconds,
-                             reconnect_seconds=cfg.database.reconnect_seconds, parts=output.part_writer(),
-                             keep_listing=True)
+        writer = on_ray.ChunkDatasink if on_ray else DocumentWriter  # Ray's write tasks, or this process
+        sink = writer(url, cfg.database.schema_name, coll, run_id, label=f"corpusmill ingest {run_id}",
+                      share_text=cfg.database.shared_text == "once", batch_rows=cfg.sink.flush_rows,
+                      batch_seconds=cfg.sink.flush_seconds, reconnect_seconds=cfg.database.reconnect_seconds,
+                      parts=output.part_writer(), keep_listing=True)
         status = "ok"
         if items:
             # Vectors of texts the collection holds (unchanged chunks of an edited page, repeated blocks) are reused.
             known = KnownVectors(url, cfg.database.schema_name, coll.chunk_table) if cfg.embedding.reuse else None
             md_items = [i for i in items if i["source_type"] == "markdown"]
             xl_items = [i for i in items if i["source_type"] == "excel"]
-            ds, writers = None, 1
-            if not in_process:
-                ds = build_dataset(cfg, md_items, xl_items, storage, known)
-                writers = cfg.sink.writers_for(cores_of(ray.cluster_resources()))
-                log.info("writing: %d parallel writers", writers)
+            writers = 1
             try:
                 with Progress(url, cfg.database.schema_name, cfg.collection, run_id, len(items)):
-                    if in_process:
-                        stage_stats["pipeline"] = write_in_process(cfg, md_items, xl_items, storage, known, sink)
+                    if on_ray:
+                        stage_stats["pipeline"], writers = on_ray.write_on_ray(cfg, md_items, xl_items, storage, known,
+                                                                               sink, output, url)
                     else:
-                        ds.write_datasink(sink, concurrency=writers,
-                                          ray_remote_args=writer_args(output.uri, url, cfg.sink.placement))
+                        stage_stats["pipeline"] = write_in_process(cfg, md_items, xl_items, storage, known, sink)
             except BaseException as exc:
                 # Committed documents stay committed; the rest stay pending and the next run resumes them.
                 cause = _cause(exc)
@@ -354,20 +258,12 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
                 raise
             _record_lost(store, coll, run_id, sink.stats)
             output.fetch_parts()
-            written = getattr(ds, "_write_ds", None) or ds  # write_datasink runs the plan as a dataset of its own
-            if written is not None:
-                stage_stats["pipeline"] = operator_stats(written)
-                try:
-                    output.write_text("ray_stats.txt", written.stats() + "\n")
-                except Exception:  # stats are a nicety; never fail a finished run over them
-                    log.debug("could not write Ray Data stats", exc_info=True)
             stage_stats["sink"] = {"documents": len(items), "seconds": round(sink.stats.seconds, 3),
                                    "writers": writers, "transactions": sink.stats.transactions,
                                    "nodes": len(sink.stats.nodes), "in_process": in_process}
             stage_stats["stages"] = stage_summary(stage_stats, sink.stats.vectors)
-            ds = written = None  # their blocks belong to the Ray that stops now
             if started_ray:
-                stopping.append(stop_ray_in_background())
+                stopping.append(on_ray.stop())
             t_index = time.monotonic()
             result.index_built = store.ensure_hnsw_index(coll, cfg.database.hnsw_m, cfg.database.hnsw_ef_construction)
             store.ensure_text_index(coll)

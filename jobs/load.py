@@ -1,7 +1,7 @@
 """Reload the database from runs' Parquet without recomputation (a new server, a lost database).
 
 Each run is one Ray Data job: read tasks take the run's Parquet parts and parallel writers commit
-their documents (jobs/store/datasink.py: binary COPY from Arrow, many documents per transaction,
+their documents (jobs/store/writers.py: binary COPY from Arrow, many documents per transaction,
 each document atomically with its checkpoint row), so no row passes through the driver. Runs are
 loaded one after another, oldest first, so a later run's version of a document lands after an
 earlier one's and several runs rebuild the state they produced. A reload can be interrupted and
@@ -116,7 +116,8 @@ def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: st
     import ray.data
 
     from jobs.ray_session import init_ray, stop_ray_in_background  # late: imports Ray
-    from jobs.store.datasink import ChunkDatasink, SinkStats, placement, writer_args  # late: imports Ray Data
+    from jobs.store.datasink import ChunkDatasink, placement, writer_args  # late: imports Ray Data
+    from jobs.store.writers import SinkStats  # late: see above
 
     writers = writers or cfg.sink.writers_for()
     loaded = {"documents": 0, "vectors": 0, "shared": 0, "runs": 0, "duplicates_dropped": 0, "failed": 0,

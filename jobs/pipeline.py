@@ -1,6 +1,6 @@
 """The ingest's stages as plain specs: what runs on each batch, with which arguments and resources.
 
-One definition serves both ways a run executes them: on Ray Data (jobs/ingest.build_dataset maps them
+One definition serves both ways a run executes them: on Ray Data (jobs/on_ray.build_dataset maps them
 onto operators through jobs/adapter.py) and, for a small run, in this process (jobs/in_process.py),
 so the two cannot drift apart in what they compute.
 """

@@ -40,6 +40,7 @@ from jobs.errors import UserError
 from jobs.rows import CHUNK_SCHEMA
 from jobs.store.pgvector import Collection, PgStore, UnknownCollection
 from jobs.store.url import database_url
+from jobs.store.writers import WriterStore
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +129,6 @@ def switch_to(store: PgStore, cfg: JobConfig, active: Collection, space: Collect
 def read_space_rows(ranges: list[dict], *, url: str, schema: str, active: Collection, space: Collection,
                     reuse: bool, reconnect_seconds: float) -> list[dict]:
     """The read tasks' stage: each range's stored chunks that `space` lacks, as chunk rows to embed."""
-    from jobs.store.datasink import WriterStore  # late: imports Ray Data (this module stays light for the CLI)
-
     with WriterStore(url, schema, application_name="corpusmill reembed read", reconnect_seconds=reconnect_seconds) as store:
         return [dict(r, row_kind="chunk", omitted=False) for rng in ranges
                 for r in store.space_rows(active, space, rng["first"], rng["last"], reuse)]

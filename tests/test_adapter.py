@@ -63,7 +63,7 @@ from jobs import adapter
 from jobs.config import ResourcesConfig
 
 ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False)
-ray.data.DataContext.get_current().max_errored_blocks = -1  # as jobs.ingest.build_dataset sets it
+ray.data.DataContext.get_current().max_errored_blocks = -1  # as jobs.on_ray.build_dataset sets it
 schema = pa.schema([pa.field("doc", pa.string())])
 
 def die_on_poison(rows):  # the worker process dies, as under an OOM kill: no exception to catch

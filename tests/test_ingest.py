@@ -382,7 +382,7 @@ def test_a_broken_quality_gate_fails_the_run_and_says_by_how_much(tmp_path, corp
 
 def test_markdown_stages_fuse_on_cpu_and_stay_separate_on_gpu_unless_set():
     from jobs.config import JobConfig
-    from jobs.ingest import fuse_markdown
+    from jobs.on_ray import fuse_markdown
 
     assert fuse_markdown(JobConfig())
     gpu = {"sentences": {"resources": {"num_gpus": 1, "pool_size": 1}}}
@@ -436,7 +436,7 @@ def test_a_run_that_starts_its_own_ray_stops_it_before_returning(tmp_path, corpu
 
 def test_documents_the_pipeline_never_returned_are_recorded_lost_for_the_next_run(store):
     from jobs.ingest import _record_lost
-    from jobs.store.datasink import SinkStats
+    from jobs.store.writers import SinkStats
     from tests.factories import doc_row
 
     coll = store.ensure_collection("lost_docs", "m", 4)

@@ -29,10 +29,10 @@ LAYERS = [
     {"checks"},  # what every ingest measures: run metrics, index metrics, gates
     {"adapter", "ray_session"},  # plain-Python stages onto Ray Data; the Ray a job runs on
     {"pipeline"},  # the ingest's stage specs, for Ray and for a small run in process
-    {"in_process"},  # a small run's stages in the driver process
+    {"in_process", "on_ray"},  # a run's stages: in the driver process (a small run), or on Ray Data
     {"plan", "search", "load", "reembed"},  # jobs that need no stage: light enough for a quick command
     {"tools"},  # commands over stored runs: report, evaluate, stats, bench-embedders
-    {"ingest"},
+    {"ingest", "exit_status"},  # exit_status: how a command's exception becomes its exit status
     {"cli"},
 ]
 RANK = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}

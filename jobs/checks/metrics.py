@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 from jobs.checks.distribution import length_summary
 
-if TYPE_CHECKING:  # the writers' counts; importing them at run time would import Ray Data
-    from jobs.store.datasink import SinkStats
+if TYPE_CHECKING:  # the writers' counts; importing them at run time would import the store's writers
+    from jobs.store.writers import SinkStats
 
 
 def _histogram(tally: Counter, edges: list[int]) -> dict[str, int]:

@@ -341,7 +341,7 @@ class PgStore(RunRecords, EmbeddingSpaces):
     def commit_documents(self, coll: Collection, docs: list[dict], chunks: pa.Table, run_id: str,
                          share_text: bool = True, keep_listing: bool = False) -> Committed:
         """commit_document for many documents in one transaction, from Arrow (the parallel writers' path,
-        jobs/store/datasink.py): each of `docs` gets exactly the rows of `chunks` (embedded chunks, in
+        jobs/store/writers.py): each of `docs` gets exactly the rows of `chunks` (embedded chunks, in
         the order of `docs`) with its doc_id, and its checkpoint row `done`. All of them or none commit."""
         self._register_vector()  # a writer's store never ran migrate()
         ids = [d["doc_id"] for d in docs]

@@ -20,8 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from psycopg import sql
 
-from jobs.store.datasink import ChunkDatasink, Progress, SinkStats, WriterStore
+from jobs.store.datasink import ChunkDatasink
 from jobs.store.spaces import Collection
+from jobs.store.writers import Progress, SinkStats, WriterStore
 
 log = logging.getLogger(__name__)
 

@@ -133,8 +133,8 @@ def test_an_ingest_writer_puts_parts_in_the_run_before_committing_and_keeps_the_
 def test_a_task_that_cannot_write_its_part_stops_the_run_instead_of_losing_documents_quietly(store, pg_url, tmp_path):
     import pytest
 
-    from jobs.store.datasink import WriterFailed
     from jobs.store.parquet import PartWriter
+    from jobs.store.writers import WriterFailed
 
     coll = store.ensure_collection("ds_fatal", "m", DIM)
     (tmp_path / "run").write_text("a file where the run directory should be")

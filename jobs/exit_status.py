@@ -1,0 +1,88 @@
+"""How a command's exception becomes its exit status and what it prints: a mistake the user can fix is
+one line and exit 2; anything else is a bug, exit 4, with its traceback saved for the report."""
+
+from __future__ import annotations
+
+import errno
+import platform
+import shlex
+import sys
+import traceback
+from datetime import datetime, timezone
+
+from pydantic import ValidationError
+from yaml import YAMLError
+
+from jobs import PIPELINE_VERSION, __version__
+from jobs.errors import UserError
+from jobs.home import logs_dir
+
+# A directory the user named that cannot be written, a full or read-only disk: exit 2, not a bug.
+_ENVIRONMENT_ERRNOS = {errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EROFS, errno.EDQUOT}
+
+
+def _one_line(text: str) -> str:
+    return "; ".join(line.strip() for line in str(text).splitlines() if line.strip())
+
+
+def user_error_message(exc: Exception, config_path: str) -> str | None:
+    """The one-line message of a mistake the user can fix (exit 2), or None for a bug (exit 4): a
+    UserError, an invalid config (pydantic), a config file that is not YAML. Input values are never
+    echoed back: they may be secrets."""
+    if isinstance(exc, UserError):
+        return _one_line(str(exc)) or type(exc).__name__
+    if isinstance(exc, OSError) and exc.errno in _ENVIRONMENT_ERRNOS:  # a path the user gave: not ours to fix
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else _one_line(str(exc))
+    if isinstance(exc, ValidationError):
+        problems = []
+        for e in exc.errors(include_url=False, include_input=False, include_context=False):
+            where = ".".join(str(part) for part in e["loc"])
+            msg = e["msg"].removeprefix("Value error, ")
+            problems.append(f"{where}: {msg}" if where else msg)
+        return "invalid configuration: " + _one_line("; ".join(problems))
+    if isinstance(exc, YAMLError):  # user files only: the config (template and secret files wrap their own)
+        mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        return f"{config_path or 'config'}: not valid YAML ({problem or _one_line(str(exc))}{where})"
+    return None
+
+
+def _redacted(argv: list[str]) -> list[str]:
+    out, hide = [], False
+    for arg in argv:
+        if hide:
+            out.append("***")
+        elif arg.startswith("--database-url="):
+            out.append("--database-url=***")
+        else:
+            out.append(arg)
+        hide = arg == "--database-url"
+    return out
+
+
+def internal_error(command: str, verbose: bool, argv: list[str] | None, exc: Exception) -> int:
+    """A bug: exit 4 with one line that names the exception, its traceback saved to a timestamped file
+    under $CORPUSMILL_HOME/logs/ (and printed with -v, or when the file cannot be written)."""
+    tb = "".join(traceback.format_exception(exc))
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    typed = shlex.join(["corpusmill", *_redacted(list(sys.argv[1:] if argv is None else argv))])
+    path, problem = logs_dir() / f"internal-error-{stamp}.log", None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("x", encoding="utf-8") as f:
+            f.write(f"{typed}\ncorpusmill {__version__}, pipeline {PIPELINE_VERSION}, "
+                    f"Python {platform.python_version()}, {stamp}\n\n{tb}")
+    except OSError as e:
+        problem = e
+    detail = _one_line(str(exc))
+    print(f"corpusmill {command}: internal error: {type(exc).__name__}" + (f": {detail}" if detail else ""),
+          file=sys.stderr)
+    if verbose or problem is not None:
+        sys.stderr.write(tb)
+    if problem is None:
+        print(f"this is a bug in corpusmill; the traceback is in {path}"
+              + ("" if verbose else " (-v prints it too)"), file=sys.stderr)
+    else:
+        print(f"this is a bug in corpusmill; the traceback is above (could not write {path}: {problem})",
+              file=sys.stderr)
+    return 4

@@ -1,0 +1,153 @@
+"""A run's stages on Ray Data: the dataset of work items through the stage specs (jobs/pipeline.py)
+into the parallel writers (jobs/store/datasink.py), on a local Ray this process starts or a cluster
+it joins (jobs/ray_session.py).
+
+    work items ─┬─ markdown: parse (tasks) ─► sentences (spaCy actors) ─► chunk (tasks) ─┐
+                └─ excel: rows → chunks (tasks) ─────────────────────────────────────────┴─► embed (actors) ─► writers
+
+jobs/ingest.py imports this module only for a run that uses Ray: Ray and Ray Data take seconds to
+import, which a small run in process (jobs/in_process.py) does without.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+import ray
+import ray.data
+
+from jobs import adapter
+from jobs.config import JobConfig
+from jobs.embed.layout import embed_layout, embed_resources
+from jobs.errors import ConfigError
+from jobs.pipeline import embed_stage, excel_stage, markdown_stages
+from jobs.ray_session import cores_of, init_ray, stop_ray_in_background
+from jobs.sources.manifest import load_manifest
+from jobs.sources.reads import local_read_refusal
+from jobs.sources.storage import StorageOptions
+from jobs.store.datasink import ChunkDatasink, writer_args
+from jobs.store.known_vectors import KnownVectors
+from jobs.store.parquet import RunOutput
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ChunkDatasink", "start", "stop", "write_on_ray"]
+
+
+def start(cfg: JobConfig) -> bool:
+    """Ray up (a local one started, or the cluster of RAY_ADDRESS joined) and able to read the inputs.
+    Returns whether this process started it (then `stop` ends it)."""
+    started = init_ray(cfg)
+    check_reachable(cfg)
+    return started
+
+
+def stop() -> threading.Thread:
+    """Stop the local Ray this process started, in the background (jobs/ray_session.py)."""
+    return stop_ray_in_background()
+
+
+def write_on_ray(cfg: JobConfig, md_items: list[dict], xl_items: list[dict], storage: StorageOptions | None,
+                 known: KnownVectors | None, sink: ChunkDatasink, output: RunOutput, url: str) -> tuple[dict, int]:
+    """The work items through the stages into `sink`'s parallel write tasks. Returns the per-operator
+    rows and seconds (operator_stats) and the number of writers; Ray Data's own stats go to the run
+    directory's ray_stats.txt."""
+    ds = build_dataset(cfg, md_items, xl_items, storage, known)
+    writers = cfg.sink.writers_for(cores_of(ray.cluster_resources()))
+    log.info("writing: %d parallel writers", writers)
+    ds.write_datasink(sink, concurrency=writers, ray_remote_args=writer_args(output.uri, url, cfg.sink.placement))
+    written = getattr(ds, "_write_ds", None) or ds  # write_datasink runs the plan as a dataset of its own
+    try:
+        output.write_text("ray_stats.txt", written.stats() + "\n")
+    except Exception:  # stats are a nicety; never fail a finished run over them
+        log.debug("could not write Ray Data stats", exc_info=True)
+    return operator_stats(written), writers
+
+
+def input_roots(cfg: JobConfig) -> list[str]:
+    """The roots a run reads: the config's (or --input), else a manifest's own."""
+    if cfg.input.roots or cfg.input.manifest is None:
+        return list(cfg.input.roots)
+    return list(load_manifest(cfg.input.manifest)["roots"])
+
+
+def check_reachable(cfg: JobConfig) -> None:
+    """Refuse a plain local input path on a multi-node Ray (see local_read_refusal); Ray must be up."""
+    alive = sum(1 for node in ray.nodes() if node.get("Alive"))
+    refusal = local_read_refusal(input_roots(cfg), alive, cfg.input.read_via_driver)
+    if refusal:
+        raise ConfigError(refusal)
+
+
+def fuse_markdown(cfg: JobConfig, local: bool = True) -> bool:
+    """Whether the Markdown stages run as one (`ray.fuse_markdown`). On a local CPU Ray the parse and
+    chunk tasks cost more in worker processes and Arrow round trips than their own work
+    (ops/bench/RESULTS.md). On a GPU they would hold the GPU actor while the GPU waits, and on a
+    cluster (`local` false) autoscaling parse and chunk tasks read and chunk in parallel beside the
+    fixed pool of spaCy actors."""
+    if cfg.ray.fuse_markdown == "auto":
+        return local and not cfg.sentences.resources.num_gpus
+    return cfg.ray.fuse_markdown
+
+
+def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
+                  storage: StorageOptions | None = None, known: KnownVectors | None = None):
+    """The Ray Data plan: one branch per source type, unioned before the embedding actor pool. Work
+    items carry each source's path or object URI; the parse tasks read it on their own node, with
+    `storage` (endpoint, region, secret-file credentials as SecretStr) shipped in the stage arguments."""
+    local = not os.environ.get("RAY_ADDRESS")  # a Ray of this process's own, not a cluster joined
+    retries = cfg.ray.task_retries
+    # A block whose task failed past its retries (its worker died each time) is dropped instead of
+    # aborting the run: the sink then finds its documents missing and records them `LostDocument`,
+    # to be retried by the next run (_record_lost). Our stages turn a document's own
+    # exceptions into error rows, so what fails a whole block is a lost worker, not one bad file.
+    ray.data.DataContext.get_current().max_errored_blocks = -1
+
+    def source(items, rows_per_block: int):
+        # One block per batch of the first stage: bigger blocks would delay the first commits, smaller
+        # ones only add per-task overhead (every task costs the driver, the raylet and a worker).
+        return ray.data.from_items(items, override_num_blocks=max(1, min(256, -(-len(items) // rows_per_block))))
+
+    branches = []
+    if md_items:
+        stages = markdown_stages(cfg, storage)
+        if fuse_markdown(cfg, local):
+            md = adapter.apply(source(md_items, cfg.sentences.resources.batch_size),
+                               adapter.fuse(stages, cfg.sentences.resources), retries)
+        else:
+            md = source(md_items, cfg.ray.parse.batch_size)
+            for stage in stages:
+                md = adapter.apply(md, stage, retries)
+        branches.append(md)
+    if xl_items:
+        branches.append(adapter.apply(source(xl_items, cfg.ray.excel.batch_size), excel_stage(cfg, storage), retries))
+    ds = branches[0] if len(branches) == 1 else branches[0].union(*branches[1:])
+    emb = cfg.embedding
+    cluster = ray.cluster_resources()
+    cores = cores_of(cluster)
+    actors, workers = embed_layout(cfg, cluster, cores, len(md_items) + len(xl_items), local)
+    log.info("embedding: %d actor(s) × %d encoder worker(s), %s torch thread(s) each (%s)", actors, workers,
+             emb.torch_threads or "default",
+             f"{cluster.get('GPU', 0):g} GPU(s)" if emb.resources.num_gpus else f"{cores} cores")
+    return adapter.apply(ds, embed_stage(cfg, embed_resources(cfg, actors, workers), workers, known), retries)
+
+
+def operator_stats(ds) -> dict:
+    """Rows and summed task wall time per Ray Data operator (fused operators share one entry).
+    Ray's stats summary is not a stable API, so this is best effort and never fails a run."""
+    try:
+        out, todo = {}, [ds._get_stats_summary()]
+        while todo:
+            summary = todo.pop()
+            todo.extend(summary.parents)
+            for op in summary.operators_stats:
+                rows = int(op.output_num_rows.sum) if op.output_num_rows else 0
+                wall = float(op.wall_time.sum) if op.wall_time else 0.0
+                out[op.operator_name] = {"rows": rows, "task_seconds": round(wall, 3),
+                                         "rows_per_task_second": round(rows / wall, 1) if wall else None}
+        return out
+    except Exception:
+        log.debug("no operator stats", exc_info=True)
+        return {}

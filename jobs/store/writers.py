@@ -1,0 +1,473 @@
+"""The write path: writers that commit whole documents with their checkpoint rows.
+
+Rows in: chunk-schema rows (jobs/rows.py CHUNK_SCHEMA: `row_kind`, `doc_rows`, `content_sha256`,
+`doc_stats`, the error columns). `DocumentWriter` has the shape of a Ray Data Datasink without being
+one, so that a small run in process (jobs/in_process.py) commits through it without importing Ray;
+jobs/store/datasink.py makes it one, and on Ray no row passes through the driver: ingest and `load`
+both end in `Dataset.write_datasink(ChunkDatasink(…), concurrency=writers)`.
+
+Guarantee, step by step as Ray's own sinks state theirs:
+- `write` (each task, on a worker, with its own connection, named `<label> writer <task>` in
+  `pg_stat_activity`): the task's rows are grouped by document. Documents whose `doc_rows` rows
+  have all arrived go out in batches of about `batch_rows` rows: first their chunk rows into a
+  Parquet part of the run (`parts`; named by attempt and task, written whole or not at all), then
+  one transaction that replaces each document's chunks and marks it done (PgStore.commit_documents).
+  So Parquet holds every committed document, a crash leaves each document fully old or fully new,
+  and the documents table says which. A document with an error row is recorded failed and keeps
+  its old chunks; one the database rejects is recorded failed at stage `load` without taking the
+  other documents of its transaction with it. A document the task received only in part (Ray Data
+  split its rows across tasks) is staged in the database (`staged_rows`), not committed.
+- `complete` (driver; a Datasink's `on_write_complete`): the staged parts are assembled per document and committed the same
+  way; a document still missing rows is recorded failed (`IncompleteDocument`) and keeps its old
+  chunks. The writers' counts are summed into `stats`. Index builds, gates and the documents the
+  pipeline never returned (still `pending`) are the caller's, after this.
+- `on_write_failed`: staged rows stay; the documents they belong to are not done, so a rerun
+  processes them again and replaces whatever a task committed before the failure.
+A task Ray retries commits its whole documents again: each replaces rather than duplicates (chunk_id
+is the primary key, and a document's old rows go in the transaction that adds its new ones). Text
+one document shares with another is stored once (`database.shared_text`): writers committing the
+same text take a lock on it, so exactly one becomes its holder (jobs/store/shared_text.py). A
+connection lost to a server restart is the store's to heal (PgStore reconnects and replays the
+transaction); a server that stays away fails the task, and Ray's retries, then the run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import psycopg
+import pyarrow as pa
+import pyarrow.compute as pc
+from psycopg import sql
+
+from jobs.errors import UserError
+from jobs.store.connection import connect_with_backoff, reconnecting
+from jobs.store.parquet import PartWriter
+from jobs.store.pgvector import Collection, PgStore
+
+log = logging.getLogger(__name__)
+
+DEADLOCK_RETRIES = 3
+ASSEMBLED_TASK = 9999  # the task number in the names of parts the driver writes for documents it assembled
+DOC_COLUMNS = ("doc_id", "source_path", "source_type", "content_sha256", "pipeline_fingerprint",
+               "source_size", "source_etag")
+
+
+# What one document's rows can provoke: a value PostgreSQL rejects (NaN in a vector, an out-of-range
+# number), a constraint, a row over a size limit, or our own check of a chunk (no embedding).
+DOCUMENT_FAULTS = (psycopg.DataError, psycopg.IntegrityError, psycopg.errors.ProgramLimitExceeded, ValueError)
+
+
+class WriterFailed(UserError, RuntimeError):
+    """A write task stopped for a reason of its own, not one document's: the run stops (one line; the
+    task's traceback is in the log). `database`: the server or the connection to it was the reason."""
+
+    def __init__(self, message: str, database: bool = False):
+        super().__init__(message)
+        self.database = database
+
+
+@dataclass
+class SinkStats:
+    """What writers committed, counted per task and summed by `complete` (fixed size: tallies,
+    not lists of chunks; failures are one entry per failed document)."""
+    docs_done: int = 0
+    docs_empty: int = 0
+    docs_failed: int = 0
+    chunks: int = 0
+    vectors: int = 0
+    omitted: int = 0
+    quality: Counter = field(default_factory=Counter)
+    omit_reasons: Counter = field(default_factory=Counter)
+    by_source_type: Counter = field(default_factory=Counter)
+    text_changes: Counter = field(default_factory=Counter)  # normalization, dedupe, merges (doc_stats)
+    reused: int = 0  # chunks whose vector was not computed: a text the collection or the batch held (doc_stats)
+    # Tokens and words of embedded chunks, tallied (value -> chunks): as big as the distinct values, not the run.
+    tokens: Counter = field(default_factory=Counter)
+    words: Counter = field(default_factory=Counter)
+    failures: list[dict] = field(default_factory=list)
+    duplicate_rows: int = 0  # rows that arrived twice (a retried block): each seq commits once
+    shared: int = 0  # chunks whose text another document holds: recorded, not stored again
+    released: int = 0  # other documents marked pending: a text only a replaced document held is gone
+    staged: int = 0  # documents a task received only in part, assembled at the end
+    transactions: int = 0
+    parts: int = 0  # Parquet parts written
+    seconds: float = 0.0  # writers' time writing Parquet and committing, summed over tasks
+    nodes: set = field(default_factory=set)  # Ray nodes the writers ran on (ids, shortened)
+    # What stopped a task (not one document's fault): a full disk, a server gone past the reconnect
+    # budget, a bug. `complete` raises it, so the run stops instead of calling its documents lost.
+    fatal: list[dict] = field(default_factory=list)
+
+    def add(self, other: "SinkStats") -> None:
+        for name, value in vars(other).items():
+            if name in ("failures", "fatal"):
+                getattr(self, name).extend(value)
+            elif name == "nodes":
+                self.nodes |= value
+            else:
+                setattr(self, name, getattr(self, name) + value)
+
+    def count(self, table: pa.Table) -> None:
+        """Tally a committed batch's chunk rows (all of them: embedded and omitted)."""
+        chunks = table.filter(pc.equal(table.column("row_kind"), "chunk"))
+        omitted = pc.fill_null(chunks.column("omitted"), False)
+        self.chunks += chunks.num_rows
+        self.omitted += pc.sum(omitted).as_py() or 0
+        for name, counter in (("quality", self.quality), ("source_type", self.by_source_type)):
+            counter.update({k: v for k, v in Counter(chunks.column(name).to_pylist()).items() if k is not None})
+        dropped = chunks.filter(omitted).column("omit_reason").to_pylist()
+        self.omit_reasons.update((r or "").split(":")[0] for r in dropped)
+        kept = chunks.filter(pc.invert(omitted))
+        self.tokens.update(kept.column("token_count").to_pylist())
+        self.words.update(kept.column("word_count").to_pylist())
+        self.count_doc_stats(table)
+
+    def count_doc_stats(self, table: pa.Table) -> None:
+        """Sum the documents' `doc_stats`: text changes, and the vectors the embedder reused."""
+        if "doc_stats" in table.column_names:
+            for raw in table.column("doc_stats").drop_null().to_pylist():
+                if raw:
+                    changes = json.loads(raw)
+                    self.reused += changes.pop("vectors_reused", 0)
+                    self.text_changes.update(changes)
+
+
+def _seqs(table: pa.Table, position: str = "seq") -> list[int]:
+    """Each row's place in its document (`position`: a chunk's seq for an ingest's rows; a re-embed
+    numbers stored rows itself, jobs/store/spaces.py)."""
+    return [s or 0 for s in table.column(position).to_pylist()]  # an error or empty marker is its document's row 0
+
+
+def _dedupe(table: pa.Table, position: str = "seq") -> tuple[pa.Table, int]:
+    """Each place once (the first row that arrived), in order; and how many rows were repeats."""
+    seqs = _seqs(table, position)
+    first: dict[int, int] = {}
+    for i, s in enumerate(seqs):
+        first.setdefault(s, i)
+    if len(first) == len(seqs) and seqs == sorted(seqs):
+        return table, 0
+    return table.take([first[s] for s in sorted(first)]), len(seqs) - len(first)
+
+
+def _whole(table: pa.Table, position: str = "seq") -> bool:
+    """Whether a document's deduplicated rows are all of its rows, places 0 … doc_rows-1."""
+    need = table.column("doc_rows")[0].as_py() or 1
+    return _seqs(table, position) == list(range(need))
+
+
+class _Documents:
+    """A task's rows gathered by document: whole ones come out in batches, partial ones stay."""
+
+    def __init__(self, position: str = "seq"):
+        self.pieces: dict[str, list[pa.Table]] = defaultdict(list)
+        self.repeats, self.position = 0, position
+
+    def add(self, block: pa.Table) -> list[pa.Table]:
+        """The documents `block` completes, each as one table (those whole in `block` first, together)."""
+        docs, want = block.column("doc_id").to_pylist(), block.column("doc_rows").to_pylist()
+        seqs = _seqs(block, self.position)
+        rows_of: dict[str, list[int]] = defaultdict(list)
+        for i, d in enumerate(docs):
+            rows_of[d].append(i)
+        whole_here: list[int] = []
+        done: list[pa.Table] = []
+        for d, idx in rows_of.items():
+            if d not in self.pieces and [seqs[i] for i in idx] == list(range(want[idx[0]] or 1)):
+                whole_here.extend(idx)  # the common case: the whole document in one block, in order
+                continue
+            self.pieces[d].append(block.take(idx))
+            table, repeats = _dedupe(pa.concat_tables(self.pieces[d]), self.position)
+            if _whole(table, self.position):
+                done.append(table)
+                self.repeats += repeats
+                del self.pieces[d]
+        if whole_here:
+            # The block itself only when its rows are already grouped by document, in order.
+            done.insert(0, block if whole_here == list(range(block.num_rows)) else block.take(whole_here))
+        return done
+
+    def partial(self) -> dict[str, pa.Table]:
+        return {d: pa.concat_tables(ps) for d, ps in self.pieces.items()}
+
+
+def _head(table: pa.Table, i: int) -> dict:
+    return {c: table.column(c)[i].as_py() if c in table.column_names else None for c in DOC_COLUMNS}
+
+
+def _split_documents(table: pa.Table) -> list[tuple[dict, pa.Table]]:
+    """(checkpoint fields, rows) per document of a table whose documents are whole and contiguous."""
+    docs = table.column("doc_id").to_pylist()
+    out, start = [], 0
+    for i in range(1, len(docs) + 1):
+        if i == len(docs) or docs[i] != docs[start]:
+            out.append((_head(table, start), table.slice(start, i - start)))
+            start = i
+    return out
+
+
+class WriterStore(PgStore):
+    """A writer's store: its first connection waits for a server that is restarting (bounded backoff, as a
+    reconnect does), and every call below, like the store's own, heals a lost connection and replays."""
+
+    def _connect(self) -> psycopg.Connection:
+        return connect_with_backoff(self.url, self.application_name, self.reconnect_seconds)
+
+    def _staged(self) -> sql.Composed:
+        return self._t("staged_rows")
+
+    @reconnecting
+    def stage(self, run_id: str, collection: str, partial: dict[str, pa.Table]) -> None:
+        with self.conn.transaction(), self.conn.cursor() as cur:
+            cur.executemany(sql.SQL("INSERT INTO {} (run_id, collection, doc_id, rows) VALUES (%s, %s, %s, %s)").format(
+                self._staged()), [(run_id, collection, d, _ipc(t)) for d, t in partial.items()])
+
+    @reconnecting
+    def staged_documents(self, run_id: str, collection: str) -> list[str]:
+        return [r[0] for r in self.conn.execute(sql.SQL(
+            "SELECT DISTINCT doc_id FROM {} WHERE run_id = %s AND collection = %s ORDER BY 1").format(self._staged()),
+            (run_id, collection))]
+
+    @reconnecting
+    def staged_pieces(self, run_id: str, collection: str, doc_id: str) -> list[pa.Table]:
+        return [_from_ipc(r[0]) for r in self.conn.execute(sql.SQL(
+            "SELECT rows FROM {} WHERE run_id = %s AND collection = %s AND doc_id = %s ORDER BY staged_at").format(
+                self._staged()),
+            (run_id, collection, doc_id))]
+
+    @reconnecting
+    def unstage(self, run_id: str, collection: str, doc_id: str | None = None) -> None:
+        """Drop a document's staged rows (all of the run's without `doc_id`)."""
+        if doc_id is None:
+            self.conn.execute(sql.SQL("DELETE FROM {} WHERE run_id = %s AND collection = %s").format(self._staged()),
+                              (run_id, collection))
+        else:
+            self.conn.execute(sql.SQL("DELETE FROM {} WHERE run_id = %s AND collection = %s AND doc_id = %s").format(
+                self._staged()), (run_id, collection, doc_id))
+
+    @reconnecting
+    def done_in_run(self, collection: str, source_path: str, run_id: str) -> bool:
+        row = self.conn.execute(sql.SQL("SELECT status, run_id FROM {} WHERE collection = %s AND source_path = %s").format(
+            self._t("documents")), (collection, source_path)).fetchone()
+        return bool(row) and row[0] == "done" and row[1] == run_id
+
+
+class DocumentWriter:
+    """Commit documents from write tasks (module docstring: the guarantee). `label` names the
+    job in `pg_stat_activity` (`corpusmill ingest <run>`); a transaction commits once `batch_rows` rows
+    of whole documents wait, or the oldest has waited `batch_seconds`, or the task's input ends; `parts`:
+    where the tasks write the run's Parquet (None: no Parquet, as a reload writes none);
+    `keep_listing`: documents keep the listing their pending row holds (an ingest's plan)."""
+
+    position = "seq"  # the column that numbers a document's rows 0 … doc_rows-1
+
+    def __init__(self, url: str, schema: str, coll: Collection, run_id: str, *, label: str,
+                 share_text: bool = True, batch_rows: int = 2000, batch_seconds: float = 5.0,
+                 reconnect_seconds: float = 60.0, parts: PartWriter | None = None, keep_listing: bool = False):
+        self.url, self.schema, self.coll, self.run_id, self.label = url, schema, coll, run_id, label
+        self.share_text, self.batch_rows, self.reconnect_seconds = share_text, batch_rows, reconnect_seconds
+        self.batch_seconds = batch_seconds
+        self.parts, self.keep_listing = parts, keep_listing
+        self.stats = SinkStats()
+
+    # ---- on the workers ---------------------------------------------------------------------------
+    def write(self, blocks: Iterable[pa.Table], ctx) -> SinkStats:
+        stats, task = SinkStats(), getattr(ctx, "task_idx", 0)
+        ray = sys.modules.get("ray")  # imported only where the run is on Ray (a small run in process is not)
+        stats.nodes.add(ray.get_runtime_context().get_node_id()[:12] if ray and ray.is_initialized() else "driver")
+        try:
+            self._write(blocks, task, stats)
+        except Exception as exc:  # returned, not raised: Ray Data would drop the block and its counts
+            log.exception("%s writer %d stopped", self.label, task)
+            stats.fatal.append({"error_class": type(exc).__name__, "message": str(exc).strip() or repr(exc),
+                                "database": isinstance(exc, (psycopg.Error, ConnectionError))})
+        return stats
+
+    def _write(self, blocks: Iterable[pa.Table], task: int, stats: SinkStats) -> None:
+        with WriterStore(self.url, self.schema, application_name=f"{self.label} writer {task}",
+                         reconnect_seconds=self.reconnect_seconds) as store:
+            gathered, ready, ready_rows, oldest = _Documents(self.position), [], 0, None
+            for block in blocks:
+                block = pa.table(block) if not isinstance(block, pa.Table) else block
+                for doc in gathered.add(block):
+                    ready.append(doc)
+                    ready_rows += doc.num_rows
+                    oldest = oldest or time.monotonic()
+                if ready and (ready_rows >= self.batch_rows or time.monotonic() - oldest >= self.batch_seconds):
+                    self._commit(store, pa.concat_tables(ready), stats, task)
+                    ready, ready_rows, oldest = [], 0, None
+            if ready:
+                self._commit(store, pa.concat_tables(ready), stats, task)
+            partial = gathered.partial()
+            if partial:
+                store.stage(self.run_id, self.coll.name, partial)
+                stats.staged += len(partial)
+            stats.duplicate_rows += gathered.repeats
+
+    def _commit(self, store: PgStore, table: pa.Table, stats: SinkStats, task: int) -> None:
+        """Whole documents (contiguous rows): error documents recorded; the rest into a Parquet part, then
+        in one transaction; if the database rejects it, document by document, so only the one at fault
+        is recorded failed."""
+        t0 = time.monotonic()
+        if pc.any(pc.equal(table.column("row_kind"), "error")).as_py():
+            good = []
+            for head, rows in _split_documents(table):
+                errors = rows.filter(pc.equal(rows.column("row_kind"), "error"))
+                if errors.num_rows:
+                    e = errors.slice(0, 1).to_pylist()[0]
+                    self._fail(store, head, e["error_stage"], e["error_class"], e["error_message"], stats)
+                else:
+                    good.append(rows)
+            table = pa.concat_tables(good) if good else None
+        if table is not None:
+            if self.parts is not None:
+                stats.parts += self.parts.write(table.filter(pc.equal(table.column("row_kind"), "chunk")), task)
+            docs = _split_documents(table)
+            try:
+                self._commit_batch(store, [h for h, _ in docs], table, stats)
+            except DOCUMENT_FAULTS:
+                for head, rows in docs:
+                    try:
+                        self._commit_batch(store, [head], rows, stats)
+                    except DOCUMENT_FAULTS as exc:
+                        log.warning("%s: could not load (%s: %s)", head["source_path"], type(exc).__name__, exc)
+                        self._fail(store, head, "load", type(exc).__name__, str(exc).strip() or repr(exc), stats)
+        stats.seconds += time.monotonic() - t0
+
+    def _commit_batch(self, store: PgStore, heads: list[dict], table: pa.Table, stats: SinkStats) -> None:
+        chunk = pc.equal(table.column("row_kind"), "chunk")
+        omitted = pc.and_(chunk, pc.fill_null(table.column("omitted"), False))
+        embedded = table.filter(pc.and_(chunk, pc.invert(omitted)))
+        for attempt in range(DEADLOCK_RETRIES + 1):
+            try:
+                committed = store.commit_documents(self.coll, heads, embedded, self.run_id, self.share_text,
+                                                   keep_listing=self.keep_listing)
+                break
+            except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
+                # Two writers releasing texts each other's documents copy can meet in opposite orders: the
+                # server rolls one back, and its transaction is simply run again.
+                if attempt == DEADLOCK_RETRIES:
+                    raise
+                time.sleep(0.1 * (attempt + 1))
+        with_chunks = set(table.filter(chunk).column("doc_id").to_pylist())
+        stats.transactions += 1
+        stats.docs_done += len(heads)
+        stats.docs_empty += sum(1 for h in heads if h["doc_id"] not in with_chunks)
+        stats.vectors += committed.vectors
+        stats.shared += committed.shared
+        stats.released += committed.released
+        stats.count(table)
+
+    def _fail(self, store: PgStore, head: dict, stage: str, cls: str, message: str, stats: SinkStats) -> None:
+        store.record_failure(self.coll.name, head, self.run_id, stage, cls, message)
+        stats.docs_failed += 1
+        stats.failures.append({"source_path": head["source_path"], "stage": stage, "error_class": cls,
+                               "message": message})
+
+    # ---- on the driver ----------------------------------------------------------------------------
+    def on_write_start(self, schema=None) -> None:
+        """Staged rows an earlier attempt of this run left (a killed driver, a failed write) are stale:
+        the documents they belong to are pending and are written again now."""
+        with WriterStore(self.url, self.schema, application_name=f"{self.label} start",
+                         reconnect_seconds=self.reconnect_seconds) as store:
+            store.unstage(self.run_id, self.coll.name)
+
+    def complete(self, returns: Iterable[SinkStats]) -> None:
+        """After every task's `write`: their counts summed, then the staged documents assembled."""
+        for s in returns:
+            self.stats.add(s)
+        if self.stats.fatal:
+            first = self.stats.fatal[0]
+            raise WriterFailed(f"{len(self.stats.fatal)} write task(s) stopped; the first: {first['error_class']}: "
+                               f"{first['message']}. Committed documents are kept; the rest stay pending: run the "
+                               "same command again to resume", database=any(f["database"] for f in self.stats.fatal))
+        with WriterStore(self.url, self.schema, application_name=f"{self.label} assemble",
+                         reconnect_seconds=self.reconnect_seconds) as store:
+            self.assemble(store)
+
+    def assemble(self, store: WriterStore) -> None:
+        """Commit the documents tasks staged in part, each whole; then drop the staged rows."""
+        docs = store.staged_documents(self.run_id, self.coll.name)
+        for d in docs:
+            table, repeats = _dedupe(pa.concat_tables(store.staged_pieces(self.run_id, self.coll.name, d)),
+                                     self.position)
+            self.stats.duplicate_rows += repeats
+            need = table.column("doc_rows")[0].as_py() or 1
+            head = _head(table, 0)
+            if _whole(table, self.position):
+                self._commit(store, table, self.stats, ASSEMBLED_TASK)
+            elif not self._committed(store, head):
+                missing = sorted(set(range(need)) - set(_seqs(table, self.position)))
+                self._fail(store, head, "sink", "IncompleteDocument",
+                           f"received {table.num_rows} of {need} rows (missing {self.position} {missing[:10]}"
+                           f"{' …' if len(missing) > 10 else ''}); it will be retried", self.stats)
+            else:  # a retried block repeated part of a document another task committed whole
+                self.stats.duplicate_rows += table.num_rows
+            store.unstage(self.run_id, self.coll.name, d)
+        if docs:
+            log.info("%s: %d documents split across write tasks, assembled whole", self.label, len(docs))
+
+    def _committed(self, store: WriterStore, head: dict) -> bool:
+        """Whether another task committed this document whole in this run (a retried block repeated part of it)."""
+        return store.done_in_run(self.coll.name, head["source_path"], self.run_id)
+
+    def on_write_failed(self, error: Exception) -> None:
+        log.warning("%s: a write task failed (%s); documents it did not commit stay pending for the next run",
+                    self.label, error)
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _from_ipc(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
+class Progress:
+    """While a run writes: its documents committed and failed, and chunks/s, logged every `every`
+    seconds, read from the documents table on a connection of its own (the driver sees no rows)."""
+
+    def __init__(self, url: str, schema: str, collection: str, run_id: str, total: int, every: float = 5.0):
+        self.url, self.schema, self.collection, self.run_id = url, schema, collection, run_id
+        self.total, self.every = total, every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="write-progress", daemon=True)
+
+    def __enter__(self) -> "Progress":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        try:
+            with psycopg.connect(self.url, autocommit=True, application_name=f"corpusmill progress {self.run_id}"[:63]) as conn:
+                while not self._stop.wait(self.every):
+                    done, failed, vectors = self.sample(conn)
+                    log.info("committed %d/%d documents (%d failed), %d vectors, %.0f vectors/s", done + failed,
+                             self.total, failed, vectors, vectors / max(time.monotonic() - started, 1e-6))
+        except Exception:  # progress is a courtesy: never fail a run over it
+            log.debug("no write progress", exc_info=True)
+
+    def sample(self, conn: psycopg.Connection) -> tuple[int, int, int]:
+        """(documents committed, documents failed, vectors) of the run so far."""
+        counts = dict.fromkeys(("done", "failed"), (0, 0)) | {
+            r[0]: (r[1], r[2] or 0) for r in conn.execute(sql.SQL(
+                "SELECT status, count(*), sum(chunk_count) FROM {} WHERE collection = %s AND run_id = %s "
+                "AND status <> 'pending' GROUP BY status").format(sql.Identifier(self.schema, "documents")),
+                (self.collection, self.run_id))}
+        (done, vectors), failed = counts["done"], counts["failed"][0]
+        return done, failed, vectors
