@@ -60,3 +60,15 @@ def test_a_small_run_in_process_stores_what_the_ray_path_stores(tmp_path, corpus
     assert "run in this process" in out.stderr
     counts = last_stage_stats(pg_url, "e2e_in_process")
     assert counts["sink"]["documents"] == 1
+
+
+def test_the_in_process_path_imports_no_ray():
+    """Ray's imports alone take longer than a small run's work: the ingest module and the in-process
+    path load without them (jobs/on_ray.py holds what needs Ray and is imported only to use it)."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, jobs.ingest, jobs.in_process, jobs.store.writers; "
+             "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
