@@ -507,20 +507,26 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted: committed documents are kept; run the same command again to resume", file=sys.stderr)
         return 130
     except Exception as exc:
-        message = user_error_message(exc, _config_path(args))
+        message = user_error_message(exc, lambda: _config_path(args))
         if message is None:
             return internal_error(args.command, args.verbose, argv, exc)
         print(f"corpusmill {args.command}: error: {message}", file=sys.stderr)
         if args.verbose:
             traceback.print_exception(exc, file=sys.stderr)
         return 2
+
+
+def console() -> int:
+    """The `corpusmill` console script: `main`, then a process that ends. A command that loaded torch,
+    transformers or spaCy leaves millions of objects, and the interpreter's last collection at exit
+    walks them all to free memory the OS frees anyway (1.2-1.6 s per command here). Frozen, they are
+    skipped: atexit handlers and weakref finalizers still run, `__del__` of objects in a reference
+    cycle does not (nothing of ours needs it: connections and files are closed by their `with`)."""
+    try:
+        return main()
     finally:
-        if argv is None:  # the console script: the process ends with the command
-            # A command that loaded torch, transformers or spaCy leaves millions of objects, and the
-            # interpreter's last collection at exit walks them all to free memory the OS frees anyway
-            # (1.2-1.6 s per command here). Frozen, it skips them; atexit handlers and finalizers still run.
-            gc.freeze()
+        gc.freeze()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console())

@@ -9,9 +9,7 @@ import shlex
 import sys
 import traceback
 from datetime import datetime, timezone
-
-from pydantic import ValidationError
-from yaml import YAMLError
+from typing import Callable
 
 from jobs import PIPELINE_VERSION, __version__
 from jobs.errors import UserError
@@ -25,10 +23,13 @@ def _one_line(text: str) -> str:
     return "; ".join(line.strip() for line in str(text).splitlines() if line.strip())
 
 
-def user_error_message(exc: Exception, config_path: str) -> str | None:
+def user_error_message(exc: Exception, config_path: Callable[[], str]) -> str | None:
     """The one-line message of a mistake the user can fix (exit 2), or None for a bug (exit 4): a
-    UserError, an invalid config (pydantic), a config file that is not YAML. Input values are never
-    echoed back: they may be secrets."""
+    UserError, an invalid config (pydantic), a config file that is not YAML (`config_path()` names it).
+    Input values are never echoed back: they may be secrets."""
+    from pydantic import ValidationError  # late: `corpusmill --help` imports this module and stays light
+    from yaml import YAMLError  # late: see above
+
     if isinstance(exc, UserError):
         return _one_line(str(exc)) or type(exc).__name__
     if isinstance(exc, OSError) and exc.errno in _ENVIRONMENT_ERRNOS:  # a path the user gave: not ours to fix
@@ -43,7 +44,7 @@ def user_error_message(exc: Exception, config_path: str) -> str | None:
     if isinstance(exc, YAMLError):  # user files only: the config (template and secret files wrap their own)
         mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        return f"{config_path or 'config'}: not valid YAML ({problem or _one_line(str(exc))}{where})"
+        return f"{config_path() or 'config'}: not valid YAML ({problem or _one_line(str(exc))}{where})"
     return None
 
 

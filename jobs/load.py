@@ -117,7 +117,7 @@ def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: st
 
     from jobs.ray_session import init_ray, stop_ray_in_background  # late: imports Ray
     from jobs.store.datasink import ChunkDatasink, placement, writer_args  # late: imports Ray Data
-    from jobs.store.writers import SinkStats  # late: see above
+    from jobs.store.writers import SinkStats  # late: with the sink above, where a load runs
 
     writers = writers or cfg.sink.writers_for()
     loaded = {"documents": 0, "vectors": 0, "shared": 0, "runs": 0, "duplicates_dropped": 0, "failed": 0,

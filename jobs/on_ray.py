@@ -33,9 +33,6 @@ from jobs.store.parquet import RunOutput
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ChunkDatasink", "start", "stop", "write_on_ray"]
-
-
 def start(cfg: JobConfig) -> bool:
     """Ray up (a local one started, or the cluster of RAY_ADDRESS joined) and able to read the inputs.
     Returns whether this process started it (then `stop` ends it)."""

@@ -32,7 +32,8 @@ LAYERS = [
     {"in_process", "on_ray"},  # a run's stages: in the driver process (a small run), or on Ray Data
     {"plan", "search", "load", "reembed"},  # jobs that need no stage: light enough for a quick command
     {"tools"},  # commands over stored runs: report, evaluate, stats, bench-embedders
-    {"ingest", "exit_status"},  # exit_status: how a command's exception becomes its exit status
+    {"ingest"},
+    {"exit_status"},  # how a command's exception becomes its exit status and message
     {"cli"},
 ]
 RANK = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from jobs.checks.distribution import length_summary
 
-if TYPE_CHECKING:  # the writers' counts; importing them at run time would import the store's writers
+if TYPE_CHECKING:  # the writers' counts, for the annotations only (metrics reads their fields)
     from jobs.store.writers import SinkStats
 
 

@@ -1,14 +1,14 @@
 """The re-embed's write path: ChunkDatasink's parallel write tasks, committing into a new embedding space.
 
 Rows in: the active space's stored chunks with their new vectors (read by jobs/store/spaces.py
-`space_rows`, which numbers each document's rows in `pos` and counts them in `doc_rows`), and error
-rows for documents the encoder failed. The guarantee is ChunkDatasink's, with the space's own
-checkpoint: a document is in the space when its rows are, and every commit replaces its documents'
-rows whole in one transaction (`load_space_documents`), so a killed re-embed leaves each document in
-the space wholly or not at all. No Parquet and no documents-table rows: those belong to the active
-space, which stays untouched until the switch. A document that fails (a vector the database refuses,
-an encoder error) is counted and left out; the space then lacks it, so the re-embed does not switch
-and the next one retries it.
+`space_rows`, which numbers each document's rows in `pos` and counts them in `doc_rows`), and error rows
+for documents the encoder failed. The guarantee is DocumentWriter's (jobs/store/writers.py), with the
+space's own checkpoint: a document is in the space when its rows are, and every commit replaces its
+documents' rows whole in one transaction (`load_space_documents`), so a killed re-embed leaves each
+document in the space wholly or not at all. No Parquet and no documents-table rows: those belong to the
+active space, which stays untouched until the switch. A document that fails (a vector the database
+refuses, an encoder error) is counted and left out; the space then lacks it, so the re-embed does not
+switch and the next one retries it.
 """
 
 from __future__ import annotations
