@@ -21,6 +21,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
+from pathlib import PurePosixPath
 
 import psycopg
 
@@ -37,6 +38,8 @@ from jobs.excel.discards import write_discard_report
 from jobs.home import home, runs_dir
 from jobs.in_process import runs_in_process, write_in_process
 from jobs.plan import make_plan_for
+from jobs.sources.discover import SOURCE_TYPES, SourceFile, relocate
+from jobs.sources.manifest import roots_of
 from jobs.sources.reads import read_bytes
 from jobs.sources.storage import StorageOptions
 from jobs.sources.uris import is_remote, join, local_path
@@ -108,14 +111,23 @@ def _record_lost(store: PgStore, coll, run_id: str, stats: SinkStats) -> None:
                                "message": message})
 
 
-def _take_released(store: PgStore, collection: str, plan) -> None:
+def _take_released(store: PgStore, cfg: JobConfig, plan, released: list[str], storage: StorageOptions) -> None:
     """A deleted document may have held text other documents only recorded a copy of
-    (jobs/store/shared_text.py); those were marked pending. Unchanged ones are re-chunked in this run
-    rather than the next, so the text is back in the index when this run ends."""
-    pending = {p for p, d in store.stored_documents(collection).items() if d.status == "pending"}
-    moved = [f for f in plan.skip if f.source_path in pending]
+    (jobs/store/shared_text.py); those were marked pending (`released`). Unchanged ones are re-chunked
+    in this run rather than the next, so the text is back in the index when this run ends. The plan
+    keeps no unchanged file, so each is found again under the roots (a file changed since the freeze
+    of a manifest stays out, as the plan left it)."""
+    planned = {f.source_path for f in plan.to_process} | set(plan.not_as_frozen)
+    stored = store.stored_documents(cfg.collection, sorted(set(released) - planned))
+    roots = roots_of(cfg.input.roots, cfg.input.manifest)
+    moved = []
+    for path, doc in sorted(stored.items()):
+        uri = relocate(roots, path, storage) if doc.status == "pending" else None
+        if uri is not None:
+            moved.append(SourceFile(path, uri, SOURCE_TYPES[PurePosixPath(path).suffix.lower()], doc.source_size or 0,
+                                    doc.content_sha256, doc.source_etag, hashed=False))
     if moved:
-        plan.skip = [f for f in plan.skip if f.source_path not in pending]
+        plan.unchanged -= len(moved)
         plan.retry += moved
         log.info("%d unchanged documents re-chunked: they shared text only a deleted document held", len(moved))
 
@@ -174,14 +186,16 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
         store.lock_collection(cfg.collection, f"corpusmill ingest {run_id}", cfg.database.lock_wait_seconds)
         coll = store.ensure_collection(cfg.collection, cfg.embedding.reference, dim)
         t0 = time.monotonic()
-        plan, _ = make_plan_for(cfg, store, storage)
+        plan = make_plan_for(cfg, store, storage, on_relisted=lambda files: store.record_listing(
+            cfg.collection, [(f.source_path, f.size_bytes, f.listing_tag) for f in files]))
         stage_stats: dict = {"discover_plan": {"files": sum(plan.counts().values()) - len(plan.delete),
                                                "read": plan.hashed, "seconds": round(time.monotonic() - t0, 3)}}
         # Before Ray starts and the run is recorded: a deletion can add re-chunks to the plan (_take_released).
+        released: list[str] = []
         for path in plan.delete:
-            store.delete_document(coll, path)
-        if plan.delete:
-            _take_released(store, cfg.collection, plan)
+            store.delete_document(coll, path, released)
+        if released:
+            _take_released(store, cfg, plan, released, storage)
         started_ray, on_ray = False, None
         in_process = runs_in_process(cfg, len(plan.to_process))  # a handful of documents: no Ray (jobs/in_process.py)
         if plan.to_process and not in_process:  # before anything is recorded: a run that cannot read its inputs never starts
@@ -196,9 +210,6 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
         result = IngestResult(run_id, cfg.collection, fingerprint, plan.counts(), output_dir=output.uri,
                               not_as_frozen=plan.not_as_frozen)
         log.info("run %s: %s", run_id, ", ".join(f"{v} {k}" for k, v in plan.counts().items()))
-
-        # Same content under a new listing (re-uploaded, touched): remember the listing, not to read them again.
-        store.record_listing(cfg.collection, [(f.source_path, f.size_bytes, f.listing_tag) for f in plan.relisted])
 
         items = [{
             "doc_id": doc_id(cfg.collection, f.source_path), "collection": cfg.collection,

@@ -24,7 +24,7 @@ from jobs.embed.layout import embed_layout, embed_resources
 from jobs.errors import ConfigError
 from jobs.pipeline import embed_stage, excel_stage, markdown_stages
 from jobs.ray_session import cores_of, init_ray, stop_ray_in_background
-from jobs.sources.manifest import load_manifest
+from jobs.sources.manifest import roots_of
 from jobs.sources.reads import local_read_refusal
 from jobs.sources.storage import StorageOptions
 from jobs.store.datasink import ChunkDatasink, writer_args
@@ -63,17 +63,10 @@ def write_on_ray(cfg: JobConfig, md_items: list[dict], xl_items: list[dict], sto
     return operator_stats(written), writers
 
 
-def input_roots(cfg: JobConfig) -> list[str]:
-    """The roots a run reads: the config's (or --input), else a manifest's own."""
-    if cfg.input.roots or cfg.input.manifest is None:
-        return list(cfg.input.roots)
-    return list(load_manifest(cfg.input.manifest)["roots"])
-
-
 def check_reachable(cfg: JobConfig) -> None:
     """Refuse a plain local input path on a multi-node Ray (see local_read_refusal); Ray must be up."""
     alive = sum(1 for node in ray.nodes() if node.get("Alive"))
-    refusal = local_read_refusal(input_roots(cfg), alive, cfg.input.read_via_driver)
+    refusal = local_read_refusal(roots_of(cfg.input.roots, cfg.input.manifest), alive, cfg.input.read_via_driver)
     if refusal:
         raise ConfigError(refusal)
 

@@ -2,33 +2,53 @@
 
 Kept apart from jobs/ingest.py so that `corpusmill plan` reads the listing and the store without
 importing Ray, torch or spaCy (the stages' modules pull them in).
+
+A listing is planned a page at a time (jobs.sources.discover.iter_discovered): each page's stored
+documents are looked up by path, the listed paths go to a temporary table (jobs/store/listed_paths.py)
+and the plan keeps only the files to process, so an unchanged rerun over a large corpus holds little
+more than a page. A frozen manifest is one JSON file read whole, and is planned whole.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 from jobs.config import JobConfig
-from jobs.sources.changes import Plan, make_plan
-from jobs.sources.discover import discover
+from jobs.sources.changes import Plan, Planner, make_plan
+from jobs.sources.discover import SourceFile, iter_discovered
 from jobs.sources.manifest import load_manifest, snapshot
 from jobs.sources.storage import StorageOptions
+from jobs.store.listed_paths import ListedPaths
 from jobs.store.pgvector import PgStore
 from jobs.store.url import database_url
 
 log = logging.getLogger(__name__)
 
 
-def make_plan_for(cfg: JobConfig, store: PgStore, storage: StorageOptions | None = None) -> tuple[Plan, list]:
+def make_plan_for(cfg: JobConfig, store: PgStore, storage: StorageOptions | None = None,
+                  on_relisted: Callable[[list[SourceFile]], None] | None = None) -> Plan:
     """Discover and plan. Files whose listing matches what the store recorded are not read (unless
-    input.trust_listing is off); the sha256 of the others decides add/update/skip."""
+    input.trust_listing is off); the sha256 of the others decides add/update/skip. `on_relisted`: see
+    jobs.sources.changes.Planner."""
     storage = storage or StorageOptions.from_config(cfg.storage)
+    if cfg.input.manifest is not None:
+        return _frozen_plan(cfg, store, storage)
+    planner, skipped = Planner(cfg.fingerprint(), on_relisted), []
+    with ListedPaths(store.url, store.schema) as listed:
+        for page in iter_discovered(cfg.input.roots, cfg.input.include, cfg.input.exclude, storage,
+                                    lambda paths: store.stored_documents(cfg.collection, paths), skipped,
+                                    follow_external_links=cfg.input.follow_external_links,
+                                    trust_listing=cfg.input.trust_listing):
+            planner.add(page)
+            listed.add([f.source_path for f, _ in page])
+        not_listed = [] if cfg.keep_removed else listed.not_listed(cfg.collection)
+    return planner.finish(not_listed, skipped, cfg.keep_removed)
+
+
+def _frozen_plan(cfg: JobConfig, store: PgStore, storage: StorageOptions) -> Plan:
     stored = store.stored_documents(cfg.collection)
     known = stored if cfg.input.trust_listing else None
-    if cfg.input.manifest is None:
-        files = discover(cfg.input.roots, cfg.input.include, cfg.input.exclude, storage, known,
-                         follow_external_links=cfg.input.follow_external_links)
-        return make_plan(files, stored, cfg.fingerprint(), cfg.keep_removed), files
     manifest = load_manifest(cfg.input.manifest)
     roots = cfg.input.roots or list(manifest["roots"])
     snap = snapshot(manifest, roots, cfg.input.include, cfg.input.exclude, storage, known,
@@ -40,12 +60,11 @@ def make_plan_for(cfg: JobConfig, store: PgStore, storage: StorageOptions | None
     plan.not_as_frozen = sorted(held)
     for path in plan.not_as_frozen:
         log.warning("%s changed or vanished since the manifest was frozen: left out of this run", path)
-    return plan, snap.files
+    return plan
 
 
 def plan_only(cfg: JobConfig) -> Plan:
     """What ingest would do; reads only the listing and the files whose listing changed, writes nothing."""
     with PgStore(database_url(cfg), cfg.database.schema_name) as store:
         store.migrate()
-        plan, _ = make_plan_for(cfg, store)
-        return plan
+        return make_plan_for(cfg, store)

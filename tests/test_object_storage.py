@@ -224,7 +224,7 @@ def test_a_bucket_of_many_objects_is_replanned_without_reading_bodies(tmp_path, 
     with PgStore(pg_url) as store:
         store.migrate()
         coll = store.ensure_collection("s3_many", cfg.embedding.model, 384)
-        plan, files = make_plan_for(cfg, store)
+        files = make_plan_for(cfg, store).add
         docs = [{"doc_id": f"d{i}", "source_path": f.source_path, "source_type": f.source_type,
                  "content_sha256": f.content_sha256, "pipeline_fingerprint": cfg.fingerprint(),
                  "source_size": f.size_bytes, "source_etag": f.listing_tag} for i, f in enumerate(files)]
@@ -250,7 +250,7 @@ def test_a_bucket_of_many_objects_is_replanned_without_reading_bodies(tmp_path, 
     before = READS["objects"]
     with PgStore(pg_url) as store:
         store.migrate()
-        plan, _ = make_plan_for(cfg, store)
+        plan = make_plan_for(cfg, store)
     assert READS["objects"] - before == 2 == plan.hashed
     assert ([f.source_path for f in plan.update], [f.source_path for f in plan.add]) == (
         ["d00/note-00000.md"], ["d00/zz-new.md"])

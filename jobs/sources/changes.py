@@ -4,7 +4,7 @@ the files discovered and what the store recorded for each (`StoredDoc`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Iterable
 
 if TYPE_CHECKING:  # only named in annotations: the store imports StoredDoc without the discovery stack
     from jobs.sources.discover import SourceFile
@@ -27,20 +27,19 @@ class Plan:
     add: list[SourceFile] = field(default_factory=list)
     update: list[SourceFile] = field(default_factory=list)  # content or pipeline changed
     retry: list[SourceFile] = field(default_factory=list)  # failed or interrupted last time
-    skip: list[SourceFile] = field(default_factory=list)
+    # Unchanged files are counted, not kept: a rerun over a large corpus holds only what changed.
+    unchanged: int = 0
     delete: list[str] = field(default_factory=list)  # source paths gone from the input
     # With --manifest: listed files that changed or vanished since the freeze (reported, not read).
     not_as_frozen: list[str] = field(default_factory=list)
     hashed: int = 0  # files read and hashed to make this plan (the rest were unchanged by their listing)
+    # Unchanged files that were read because their listing changed (same content, re-uploaded or
+    # touched): the store should record their new listing so the next plan does not read them again.
+    # Kept here only when the Planner has no `on_relisted` to hand them to as it goes.
+    relisted: list[SourceFile] = field(default_factory=list)
     # Local entries discovery passed over: {"root", "path", "reason", "target"}, reason one of
     # jobs.sources.listing.SKIP_REASONS (a link out of the root, a link loop, a broken link, a FIFO).
     skipped_links: list[dict] = field(default_factory=list)
-
-    @property
-    def relisted(self) -> list[SourceFile]:
-        """Skipped files that were read because their listing changed (same content): the store should
-        record their new listing, so the next plan does not read them again."""
-        return [f for f in self.skip if f.hashed]
 
     @property
     def to_process(self) -> list[SourceFile]:
@@ -51,7 +50,7 @@ class Plan:
             "add": len(self.add),
             "update": len(self.update),
             "retry": len(self.retry),
-            "skip": len(self.skip),
+            "skip": self.unchanged,
             "delete": len(self.delete),
         }
 
@@ -65,25 +64,54 @@ class Plan:
                 "skipped_links": list(self.skipped_links)}
 
 
+class Planner:
+    """A plan made a page of files at a time (jobs.sources.discover.iter_discovered's pages: each file
+    with what the store holds for it), so that what it holds grows with the work, not the corpus.
+    `on_relisted(files)`: takes each page's relisted files (the ingest records their listing at once)
+    instead of the plan keeping them."""
+
+    def __init__(self, fingerprint: str, on_relisted: Callable[[list[SourceFile]], None] | None = None):
+        self.plan, self.fingerprint, self.on_relisted = Plan(), fingerprint, on_relisted
+
+    def add(self, page: Iterable[tuple[SourceFile, StoredDoc | None]]) -> None:
+        plan, relisted = self.plan, []
+        for f, doc in page:
+            plan.hashed += f.hashed
+            if doc is None:
+                plan.add.append(f)
+            elif doc.status != "done":
+                plan.retry.append(f)
+            elif doc.content_sha256 != f.content_sha256 or doc.pipeline_fingerprint != self.fingerprint:
+                plan.update.append(f)
+            else:
+                plan.unchanged += 1
+                if f.hashed:
+                    relisted.append(f)
+        if relisted and self.on_relisted:
+            self.on_relisted(relisted)
+        else:
+            plan.relisted += relisted
+
+    def finish(self, not_listed: Iterable[str], skipped_links: list[dict], keep_removed: bool = False) -> Plan:
+        """The plan, with `not_listed` (stored paths the listing did not find) planned for deletion
+        unless `keep_removed`, or they lie under a directory the listing could not open: there absence
+        proves nothing, so what is stored is kept."""
+        plan = self.plan
+        plan.skipped_links = list(skipped_links)
+        if not keep_removed:
+            held = tuple(s["path"].rstrip("/") + "/" for s in plan.skipped_links if s["reason"] == "unreadable")
+            held_all = any(h == "./" for h in held)
+            plan.delete = sorted(p for p in not_listed if not held_all and not p.startswith(held))
+        return plan
+
+
 def make_plan(
     files: list[SourceFile], stored: dict[str, StoredDoc], fingerprint: str, keep_removed: bool = False
 ) -> Plan:
+    """The plan of a whole list of files against the whole of what the store holds (a frozen
+    manifest's snapshot, tests); jobs/plan.py plans a listing page by page."""
+    planner = Planner(fingerprint)
+    planner.add((f, stored.get(f.source_path)) for f in files)
+    present = {f.source_path for f in files}
     # discover()'s result carries what it passed over (a Discovered); a plain list carries nothing.
-    plan = Plan(hashed=sum(f.hashed for f in files), skipped_links=list(getattr(files, "skipped", [])))
-    for f in files:
-        doc = stored.get(f.source_path)
-        if doc is None:
-            plan.add.append(f)
-        elif doc.status != "done":
-            plan.retry.append(f)
-        elif doc.content_sha256 != f.content_sha256 or doc.pipeline_fingerprint != fingerprint:
-            plan.update.append(f)
-        else:
-            plan.skip.append(f)
-    if not keep_removed:
-        present = {f.source_path for f in files}
-        # Under a directory the listing could not open, absence proves nothing: keep what is stored.
-        held = tuple(s["path"].rstrip("/") + "/" for s in plan.skipped_links if s["reason"] == "unreadable")
-        held_all = any(h == "./" for h in held)
-        plan.delete = sorted(p for p in stored if p not in present and not held_all and not p.startswith(held))
-    return plan
+    return planner.finish([p for p in stored if p not in present], getattr(files, "skipped", []), keep_removed)

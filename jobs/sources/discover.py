@@ -1,7 +1,8 @@
 """Walk the input roots and describe each file: relative path, type, size, listing tag, sha256.
 
 Roots are local paths or object-store URIs (jobs/sources/uris.py), listed by jobs/sources/listing.py.
-The listing streams; a file whose listing (size and ETag, or mtime) still matches what the store
+The listing streams, and so does discovery: pages of files, each looked up in the store and hashed
+together (iter_discovered). A file whose listing (size and ETag, or mtime) still matches what the store
 recorded for a `done` document keeps that document's sha256 without being read. Every other file is
 read and hashed (object-store files several at a time), and the sha256 is what decides whether its
 chunks are replaced.
@@ -15,23 +16,25 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Mapping
+from typing import Callable, Iterator, Mapping
 
 from jobs.errors import ConfigError
 from jobs.sources.globs import matches
 from jobs.sources.listing import Listed, Skipped, iter_files
 from jobs.sources.reads import sha256_of
-from jobs.sources.storage import StorageOptions
+from jobs.sources.storage import StorageOptions, locate
+from jobs.sources.uris import is_remote, local_path
 
 log = logging.getLogger(__name__)
 
 # .csv rows go through the Excel path; .xls is accepted only to be refused with a conversion hint.
 SOURCE_TYPES = {".md": "markdown", ".markdown": "markdown", ".xlsx": "excel", ".xlsm": "excel", ".csv": "excel",
                 ".xls": "excel"}
-HASH_BATCH = 256  # listed files waiting to be hashed before they are hashed together
+HASH_BATCH = 256  # listed files in a page: looked up in the store, then hashed together
 HASH_THREADS = 16  # concurrent object-store reads while hashing (I/O bound)
 LOGGED_SKIPS = 50  # warnings for entries passed over, one each up to this many, then a count
 
@@ -65,9 +68,8 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def _trusted(known: Mapping | None, rel: str, item: Listed) -> str | None:
+def _trusted(doc, item: Listed) -> str | None:
     """The stored sha256 when the listing proves the content is the one the store holds, else None."""
-    doc = known.get(rel) if known else None
     if doc is None or getattr(doc, "status", "done") != "done" or not item.tag:
         return None  # pending/failed rows may hold the listing of content that never landed
     if doc.source_size == item.size and doc.source_etag == item.tag and doc.content_sha256:
@@ -77,32 +79,64 @@ def _trusted(known: Mapping | None, rel: str, item: Listed) -> str | None:
 
 def discover(roots: list, include: list[str], exclude: list[str], storage: StorageOptions | None = None,
              known: Mapping | None = None, *, follow_external_links: bool = False) -> Discovered:
-    """Every matching file under `roots`. Two roots holding the same relative path is an error,
-    since the relative path is the document's identity in the store.
+    """Every matching file under `roots`, as one list (iter_discovered's pages joined). Two roots
+    holding the same relative path is an error, since the relative path is the document's identity
+    in the store.
 
-    `known`: the store's documents by source path (objects with `status`, `content_sha256`,
-    `source_size`, `source_etag`, like jobs.sources.changes.StoredDoc); files whose listing matches a
-    `done` one are not read. Without it every file is read and hashed.
+    `known` (the store's documents by source path): see iter_discovered. Entries passed over are on
+    the result's `skipped`."""
+    skipped: list[dict] = []
+    lookup = (lambda paths: known) if known is not None else None
+    files = [f for page in iter_discovered(roots, include, exclude, storage, lookup, skipped,
+                                           follow_external_links=follow_external_links) for f, _ in page]
+    return Discovered(files, skipped)
 
-    `follow_external_links` (config input.follow_external_links): follow links whose target lies
-    outside the root too. Entries passed over are on the result's `skipped` when they could have
-    held a document: directories, and files the include globs select, that no exclude glob matches
-    (a broken link under `.git/` is not worth a warning)."""
+
+def iter_discovered(roots: list, include: list[str], exclude: list[str], storage: StorageOptions | None = None,
+                    lookup: Callable[[list[str]], Mapping] | None = None, skipped: list[dict] | None = None,
+                    *, follow_external_links: bool = False, trust_listing: bool = True,
+                    page_size: int | None = None) -> Iterator[list[tuple[SourceFile, object | None]]]:
+    """Every matching file under `roots`, a page at a time: (SourceFile, what the store holds for it
+    or None). Nothing of a page is kept once it is yielded, so a plan made from the pages holds only
+    what it decides to keep (jobs/plan.py), not the corpus.
+
+    `lookup(paths)`: the store's documents for a page of listed paths (objects with `status`,
+    `content_sha256`, `source_size`, `source_etag`, like jobs.sources.changes.StoredDoc); a file
+    whose listing matches a `done` one is not read unless `trust_listing` is off. Without it every
+    file is read and hashed.
+
+    `skipped` receives the entries passed over when they could have held a document: directories,
+    and files the include globs select, that no exclude glob matches (a broken link under `.git/` is
+    not worth a warning). `follow_external_links` (config input.follow_external_links): follow links
+    whose target lies outside the root too."""
     if not roots:
         raise ConfigError("no input roots: pass --input DIR|URI or set input.roots in the config")
-    found: dict[str, int] = {}  # rel -> index in out
-    out: list[SourceFile | None] = []
-    waiting: list[tuple[int, Listed, str]] = []
-    skipped: list[dict] = []
-    listed = 0
+    skipped = skipped if skipped is not None else []
+    # Relative paths seen, to refuse one listed under two roots. One root lists each path once, so
+    # only several roots pay this set (a path's root index, for the message).
+    found: dict[str, int] | None = {} if len(roots) > 1 else None
+    counts = {"listed": 0, "files": 0, "hashed": 0}
+    page_size = page_size or HASH_BATCH
     with ThreadPoolExecutor(max_workers=HASH_THREADS, thread_name_prefix="hash") as pool:
-        def hash_waiting() -> None:
+        def resolve(listed: list[tuple[Listed, str]]) -> list[tuple[SourceFile, object | None]]:
+            stored = lookup([item.rel for item, _ in listed]) if lookup else {}
+            out: list = [None] * len(listed)
+            waiting = []
+            for i, (item, source_type) in enumerate(listed):
+                doc = stored.get(item.rel)
+                sha = _trusted(doc, item) if trust_listing else None
+                if sha is not None:
+                    out[i] = (SourceFile(item.rel, item.uri, source_type, item.size, sha, item.tag, hashed=False), doc)
+                else:
+                    waiting.append((i, item, source_type, doc))
             shas = pool.map(lambda w: sha256_of(w[1].uri, storage, w[1].size), waiting)
-            for (i, item, source_type), sha in zip(waiting, shas):
-                out[i] = SourceFile(item.rel, item.uri, source_type, item.size, sha, item.tag, hashed=True)
-            waiting.clear()
+            for (i, item, source_type, doc), sha in zip(waiting, shas):
+                out[i] = (SourceFile(item.rel, item.uri, source_type, item.size, sha, item.tag, hashed=True), doc)
+            counts["files"] += len(out)
+            counts["hashed"] += len(waiting)
+            return out
 
-        for root in roots:
+        for index, root in enumerate(roots):
             def on_skip(entry: Skipped, root=root) -> None:
                 # Reported when it could have held a document: a directory, or a file the globs select
                 # (a virtualenv's bin/python -> /usr/bin/python3 is not worth a warning).
@@ -113,37 +147,48 @@ def discover(roots: list, include: list[str], exclude: list[str], storage: Stora
                     log.warning("discover: %s under %s passed over (%s -> %s)", entry.rel, root, entry.reason,
                                 entry.target or "?")
 
+            page: list[tuple[Listed, str]] = []
             for item in iter_files(str(root), storage, follow_external_links=follow_external_links,
-                                      on_skip=on_skip):
-                listed += 1
+                                   on_skip=on_skip):
+                counts["listed"] += 1
                 rel = item.rel
                 if not matches(rel, include) or matches(rel, exclude):
                     continue
                 source_type = SOURCE_TYPES.get(PurePosixPath(rel).suffix.lower())
                 if source_type is None:
                     continue  # an include glob wider than what we can parse
-                if rel in found:
-                    first = out[found[rel]] or next(w[1] for w in waiting if w[1].rel == rel)
-                    first_uri = first.abs_path if isinstance(first, SourceFile) else first.uri
-                    raise ConfigError(
-                        f"{rel} exists under two input roots ({first_uri} and {item.uri}); "
-                        "documents are identified by their path relative to the root, so give one root"
-                    )
-                found[rel] = len(out)
-                sha = _trusted(known, rel, item)
-                if sha is not None:
-                    out.append(SourceFile(rel, item.uri, source_type, item.size, sha, item.tag, hashed=False))
-                    continue
-                out.append(None)
-                waiting.append((found[rel], item, source_type))
-                if len(waiting) >= HASH_BATCH:
-                    hash_waiting()
-        hash_waiting()
-    files = [f for f in out if f is not None]
-    hashed = sum(f.hashed for f in files)
+                if found is not None:
+                    if rel in found:
+                        raise ConfigError(
+                            f"{rel} exists under two input roots ({roots[found[rel]]} and {root}); "
+                            "documents are identified by their path relative to the root, so give one root"
+                        )
+                    found[rel] = index
+                page.append((item, source_type))
+                if len(page) >= page_size:
+                    yield resolve(page)
+                    page = []
+            if page:
+                yield resolve(page)
     if len(skipped) > LOGGED_SKIPS:
         log.warning("discover: %d more entries passed over (every one is listed by `corpusmill plan --json`)",
                     len(skipped) - LOGGED_SKIPS)
     log.info("discover: %d listed, %d matched, %d read and hashed, %d unchanged by their listing, %d passed over",
-             listed, len(files), hashed, len(files) - hashed, len(skipped))
-    return Discovered(files, skipped)
+             counts["listed"], counts["files"], counts["hashed"], counts["files"] - counts["hashed"], len(skipped))
+
+
+def relocate(roots: list, rel: str, storage: StorageOptions | None = None) -> str | None:
+    """Where `rel`, listed earlier in this run, is now: the local path (links resolved, as the listing
+    gives it) or object URI under the first root that holds it; None when no root does. For the few
+    unchanged files a plan must take back after it was made (jobs/ingest.py, _take_released), since
+    the plan keeps no unchanged file."""
+    for root in roots:
+        if not is_remote(str(root)):
+            path = local_path(str(root)) / rel
+            if path.is_file():
+                return os.path.realpath(path)
+            continue
+        loc = locate(str(root), storage)
+        if len(roots) == 1 or loc.fs.exists(f"{loc.path}/{rel}"):
+            return f"{loc.uri}/{rel}"
+    return None

@@ -50,6 +50,13 @@ def load_manifest(path: Path) -> dict:
     return data
 
 
+def roots_of(roots: list, manifest: Path | None) -> list:
+    """The roots a run reads: those given (config or --input), else the manifest's own."""
+    if roots or manifest is None:
+        return list(roots)
+    return list(load_manifest(manifest)["roots"])
+
+
 def snapshot(manifest: dict, roots: list, include: list[str], exclude: list[str],
              storage: StorageOptions | None = None, known: dict | None = None, *,
              follow_external_links: bool = False) -> Snapshot:

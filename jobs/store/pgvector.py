@@ -297,10 +297,12 @@ class PgStore(RunRecords, EmbeddingSpaces):
 
     # ---- documents: plan and checkpoint -------------------------------------------------------
     @reconnecting
-    def stored_documents(self, collection: str) -> dict[str, StoredDoc]:
+    def stored_documents(self, collection: str, paths: list[str] | None = None) -> dict[str, StoredDoc]:
+        """The collection's documents by source path; only those of `paths` when given (a plan's page)."""
         rows = self.conn.execute(sql.SQL(
             "SELECT source_path, content_sha256, pipeline_fingerprint, status, source_size, source_etag FROM {} "
-            "WHERE collection = %s").format(self._t("documents")), (collection,))
+            "WHERE collection = %s" + (" AND source_path = ANY(%s)" if paths is not None else "")).format(
+            self._t("documents")), (collection, paths) if paths is not None else (collection,))
         return {r[0]: StoredDoc(*r) for r in rows}
 
     @reconnecting
@@ -363,8 +365,8 @@ class PgStore(RunRecords, EmbeddingSpaces):
             for d, h, k in zip(of_doc, hashes, keep):
                 if k:
                     new[d].add(h)
-            released = shared_text.release(self.conn, table, registry, self._t("documents"), coll.name,
-                                           set().union(*(hs - new[d] for d, hs in old.items())))
+            released = len(shared_text.release(self.conn, table, registry, self._t("documents"), coll.name,
+                                               set().union(*(hs - new[d] for d, hs in old.items()))))
             per_doc = Counter(d for d, k in zip(of_doc, keep) if k)
             self._set_documents(coll.name, [(doc, "done", per_doc[doc["doc_id"]], run_id, None) for doc in docs],
                                 keep_listing)
@@ -418,9 +420,10 @@ class PgStore(RunRecords, EmbeddingSpaces):
                  for doc, status, chunk_count, run_id, error in entries])
 
     @reconnecting
-    def delete_document(self, coll: Collection, source_path: str) -> int:
+    def delete_document(self, coll: Collection, source_path: str, released: list[str] | None = None) -> int:
         """Remove a document that left the input: its chunks, its recorded copies and its checkpoint row,
-        together. Returns the chunks removed."""
+        together. Returns the chunks removed; `released` gets the paths of documents marked pending
+        because they only recorded a copy of a text this one held (jobs/store/shared_text.py)."""
         table, registry = self._t(coll.chunk_table), self._t("shared_text")
         with self.conn.transaction():
             row = self.conn.execute(sql.SQL(
@@ -431,7 +434,9 @@ class PgStore(RunRecords, EmbeddingSpaces):
             old = [r[0] for r in self.conn.execute(sql.SQL(
                 "DELETE FROM {} WHERE doc_id = %s RETURNING text_sha256").format(table), (row[0],))]
             shared_text.record_copies(self.conn, registry, coll.name, row[0], [])
-            shared_text.release(self.conn, table, registry, self._t("documents"), coll.name, set(old))
+            paths = shared_text.release(self.conn, table, registry, self._t("documents"), coll.name, set(old))
+            if released is not None:
+                released += paths
             return len(old)
 
     # ---- reading ------------------------------------------------------------------------------

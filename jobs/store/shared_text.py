@@ -81,28 +81,28 @@ def replace_copies(conn, registry: sql.Composed, collection: str, doc_ids: list[
 
 
 def release(conn, table: sql.Composed, registry: sql.Composed, documents: sql.Composed, collection: str,
-            dropped: set[str]) -> int:
+            dropped: set[str]) -> list[str]:
     """Texts a document no longer holds (`dropped`: its old hashes not in its new chunks): where no other
     document holds one now, the documents that recorded a copy of it become `pending`, so the next run
-    re-chunks them. Returns how many documents were marked."""
+    re-chunks them. Returns the source paths of the documents marked."""
     if not dropped:
-        return 0
+        return []
     hashes = sorted(dropped)
     still = {r[0] for r in conn.execute(sql.SQL(
         "SELECT DISTINCT text_sha256 FROM {} WHERE text_sha256 = ANY(%s)").format(table), (hashes,))}
     lost = [h for h in hashes if h not in still]
     if not lost:
-        return 0
-    cur = conn.execute(sql.SQL(
+        return []
+    marked = [r[0] for r in conn.execute(sql.SQL(
         # run_id NULL: pending for the next run, not a document this run lost.
         "UPDATE {docs} SET status = 'pending', run_id = NULL, updated_at = now() WHERE collection = %s "
         "AND status = 'done' "
-        "AND doc_id IN (SELECT doc_id FROM {registry} WHERE collection = %s AND text_sha256 = ANY(%s))").format(
-        docs=documents, registry=registry), (collection, collection, lost))
-    if cur.rowcount:
+        "AND doc_id IN (SELECT doc_id FROM {registry} WHERE collection = %s AND text_sha256 = ANY(%s)) "
+        "RETURNING source_path").format(docs=documents, registry=registry), (collection, collection, lost))]
+    if marked:
         log.info("%d documents shared text only a replaced or removed document held: marked pending, so the "
-                 "next run re-chunks them", cur.rowcount)
-    return cur.rowcount
+                 "next run re-chunks them", len(marked))
+    return marked
 
 
 def counts(conn, registry: sql.Composed, documents: sql.Composed, collection: str) -> dict:

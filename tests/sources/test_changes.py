@@ -52,7 +52,7 @@ def test_plan_classifies_add_update_retry_skip_delete(tmp_path):
         "gone.md": StoredDoc("gone.md", "x", "fp1", "done"),
     }
     plan = make_plan(list(files.values()), stored, "fp1")
-    assert [f.source_path for f in plan.skip] == ["a.md"]
+    assert plan.unchanged == 1 and plan.relisted == [files["a.md"]]  # counted; kept only when read
     assert [f.source_path for f in plan.update] == ["sub/b.md"]
     assert plan.delete == ["gone.md"]
     assert plan.counts() == {"add": 0, "update": 1, "retry": 0, "skip": 1, "delete": 1}

@@ -1,0 +1,91 @@
+"""The plan of a listing, made a page at a time against the real store (jobs/plan.py): the same plan as
+the whole list gives, unchanged files counted and not kept, deletions found in the database."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import psycopg
+import pytest
+
+from jobs.config import JobConfig, apply_overrides
+from jobs.plan import make_plan_for
+from jobs.sources import discover as discover_module
+from jobs.sources.changes import make_plan
+from jobs.sources.discover import discover
+from tests.conftest import write_config
+from tests.test_ingest import cli, summary_line
+
+
+def _paths(files) -> list[str]:
+    return sorted(f.source_path for f in files)
+
+
+def test_a_listing_planned_a_page_at_a_time_plans_what_the_whole_list_plans(tmp_path, store, pg_url, monkeypatch):
+    root = tmp_path / "notes"
+    for i in range(23):
+        (root / f"d{i % 3}").mkdir(parents=True, exist_ok=True)
+        (root / f"d{i % 3}" / f"n{i:02d}.md").write_text(f"# Note {i}\n\nText of note {i}.\n")
+    cfg = apply_overrides(JobConfig(), database_url=pg_url, collection="paged_plan", inputs=[str(root)])
+    coll = store.ensure_collection(cfg.collection, cfg.embedding.model, 4)
+    first = make_plan_for(cfg, store)
+    assert (len(first.add), first.unchanged, first.hashed) == (23, 0, 23)
+    # Checkpoint rows as an ingest leaves them, through the store's own commit path: all but two done
+    # (one failed), and one stored document whose file is gone.
+    done = first.add[:20]
+    for i, f in enumerate(done):
+        store.commit_document(coll, {"doc_id": f"doc{i}", "source_path": f.source_path, "source_type": "markdown",
+                                     "content_sha256": f.content_sha256, "pipeline_fingerprint": cfg.fingerprint(),
+                                     "source_size": f.size_bytes, "source_etag": f.listing_tag}, [], "seed")
+    store.commit_document(coll, {"doc_id": "gone", "source_path": "gone.md", "source_type": "markdown",
+                                 "content_sha256": "x", "pipeline_fingerprint": cfg.fingerprint()}, [], "seed")
+    failed = first.add[20]
+    store.mark_pending(cfg.collection, "seed", [{"doc_id": "failed", "source_path": failed.source_path,
+                                                 "source_type": "markdown", "source_size": 1, "source_etag": None}])
+    changed, touched = root / done[3].source_path, root / done[5].source_path
+    changed.write_text(changed.read_text() + "\nMore.\n")
+    os.utime(touched, ns=(1, 1))  # same content under a new listing: read, then its listing recorded
+
+    monkeypatch.setattr(discover_module, "HASH_BATCH", 4)  # 23 files: six pages
+    relisted = []
+    plan = make_plan_for(cfg, store, on_relisted=relisted.append)
+    whole = make_plan(discover([root], cfg.input.include, cfg.input.exclude),
+                      store.stored_documents(cfg.collection), cfg.fingerprint())
+    for name in ("add", "update", "retry"):
+        assert _paths(getattr(plan, name)) == _paths(getattr(whole, name)), name
+    assert plan.counts() == whole.counts() == {"add": 2, "update": 1, "retry": 1, "skip": 19, "delete": 1}
+    assert plan.delete == ["gone.md"] and plan.relisted == []  # handed over, not kept
+    assert [_paths(page) for page in relisted] == [[done[5].source_path]]
+    assert plan.hashed == 2 + 1 + 1 + 1  # the new, the changed, the retried and the touched file
+
+    # keep_removed plans no deletion; a root that vanished plans none either (listing raises).
+    assert make_plan_for(apply_overrides(cfg, keep_removed=True), store).delete == []
+    shutil.rmtree(root)
+    with pytest.raises(FileNotFoundError):
+        make_plan_for(cfg, store)
+
+
+@pytest.mark.slow
+def test_an_unchanged_copy_of_a_deleted_page_is_rechunked_in_the_same_run(tmp_path, corpus, pg_url, cm_home):
+    root = tmp_path / "pages"
+    root.mkdir()
+    page = corpus / "hugo" / "server.md"
+    shutil.copy(page, root / "server.md")
+    env = dict(os.environ, CORPUSMILL_HOME=str(cm_home), DATABASE_URL=pg_url, TOKENIZERS_PARALLELISM="false")
+    env.pop("RAY_ADDRESS", None)  # two documents: in process
+    cfg = write_config(tmp_path / "c.yaml", "plan_released", [root])
+    for _ in range(2):  # the page, then a copy of it: its text is stored once, under the first page
+        out = cli("ingest", "--config", str(cfg), env=env)
+        assert out.returncode == 0, out.stdout + out.stderr
+        shutil.copy(page, root / "server-copy.md")
+    (root / "server.md").unlink()
+    out = cli("ingest", "--config", str(cfg), env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert summary_line(out.stdout) == "files: 0 added, 0 updated, 1 retried, 0 skipped, 1 deleted, 0 failed"
+    assert "1 unchanged documents re-chunked" in out.stderr
+    with psycopg.connect(pg_url) as conn:
+        table = conn.execute("SELECT chunk_table FROM corpusmill.collections WHERE name = 'plan_released'").fetchone()[0]
+        paths = {r[0] for r in conn.execute(f"SELECT DISTINCT source_path FROM corpusmill.{table}")}
+        status = conn.execute("SELECT status FROM corpusmill.documents WHERE collection = 'plan_released'").fetchall()
+    assert paths == {"server-copy.md"} and status == [("done",)]
