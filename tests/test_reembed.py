@@ -38,6 +38,22 @@ def table_exists(pg_url: str, table: str) -> bool:
         return conn.execute("SELECT to_regclass(%s)", (f"corpusmill.{table}",)).fetchone()[0] is not None
 
 
+def pace_inserts(pg_url: str, table: str, seconds: float) -> None:
+    """Each statement that inserts into `table` waits `seconds` in the database: a run writing into it is
+    paced by PostgreSQL, not by how fast this machine embeds."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE OR REPLACE FUNCTION corpusmill.test_pace() RETURNS trigger LANGUAGE plpgsql AS "
+                     f"$$ BEGIN PERFORM pg_sleep({float(seconds)}); RETURN NULL; END $$")
+        conn.execute(f"CREATE TRIGGER test_pace AFTER INSERT ON corpusmill.{table} "
+                     "FOR EACH STATEMENT EXECUTE FUNCTION corpusmill.test_pace()")
+
+
+def unpace_inserts(pg_url: str, table: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"DROP TRIGGER IF EXISTS test_pace ON corpusmill.{table}")
+        conn.execute("DROP FUNCTION IF EXISTS corpusmill.test_pace()")
+
+
 def test_reembed_killed_resumes_switches_and_drops_old(tmp_path, corpus, env, pg_url):
     big = big_corpus(corpus, tmp_path / "big", copies=5)  # 30 documents: killed after 3 are copied
     n_docs = len(list(big.rglob("*.md")))
@@ -48,25 +64,33 @@ def test_reembed_killed_resumes_switches_and_drops_old(tmp_path, corpus, env, pg
     before = chunk_rows(pg_url, "e2e_reembed")
     (old_table,) = spaces(pg_url, "e2e_reembed")
 
-    # Batches of 4 documents: the kill lands between commits however fast the machine embeds 30 documents
-    # (in one batch of the default 32 it raced the poll and lost).
+    # Batches of 4 documents, and each insert into the new space held back by the database (a trigger the test
+    # adds as soon as the table exists): the kill lands between commits however fast the machine embeds 30
+    # documents. Racing a 0.2 s poll alone lost on a fast CI machine (the whole fill fell between two polls).
     proc = subprocess.Popen(CLI + ["reembed", "--collection", "e2e_reembed", "--model", RENAMED, "--config", str(cfg),
                                    "--docs-per-batch", "4"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    paced = None
     try:
         deadline, copied = time.monotonic() + 300, 0
         while time.monotonic() < deadline and proc.poll() is None:
             new = [t for t, s in spaces(pg_url, "e2e_reembed").items() if s == "building"]
             if new and table_exists(pg_url, new[0]):
+                if paced is None:
+                    paced = new[0]
+                    pace_inserts(pg_url, paced, seconds=0.5)
                 with psycopg.connect(pg_url) as conn:
                     copied = conn.execute(f"SELECT count(DISTINCT doc_id) FROM corpusmill.{new[0]}").fetchone()[0]
                 if copied >= 3:
                     break
-            time.sleep(0.2)
+            time.sleep(0.1)
         assert proc.poll() is None, "the re-embed finished before it could be killed"
     finally:
-        os.kill(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:  # killed in any case, but only if it still runs (a finished one has no pid)
+            os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
+        if paced:
+            unpace_inserts(pg_url, paced)
     assert status("e2e_reembed", env)["embedding_model"] == ORIGINAL  # not switched: still the old space
 
     out = cli("reembed", "--collection", "e2e_reembed", "--model", RENAMED, "--config", str(cfg), env=env)
