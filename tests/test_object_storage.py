@@ -21,7 +21,17 @@ import pytest
 
 from jobs.rows import CONTRACT_NAMES
 from tests.conftest import COPIES, CORPUS, big_corpus, object_gets, write_config
-from tests.test_ingest import CLI, chunk_rows, cli, each_chunk_once, status, summary_line, wait_for_done
+from tests.test_ingest import (
+    CLI,
+    chunk_rows,
+    cli,
+    each_chunk_once,
+    pace_collection,
+    status,
+    summary_line,
+    unpace_inserts,
+    wait_for_done,
+)
 
 pytestmark = pytest.mark.slow
 KEY_ID, SECRET = "AKIACORPUSMILLZEBRA1", "zebraSecret/9f3c1e7d5b2a40W+q8yRk"
@@ -171,12 +181,17 @@ def test_kill_9_and_resume_with_inputs_and_outputs_in_a_bucket(tmp_path, env, pg
 
     proc = subprocess.Popen(CLI + ["ingest", "--config", str(cfg), "--output", runs], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    paced = None
     try:
+        paced = pace_collection(pg_url, "s3_kill", proc, seconds=0.5)  # each commit held: the kill lands mid-run
         wait_for_done(pg_url, "s3_kill", 5, proc)
         assert proc.poll() is None, "the ingest finished before it could be killed: make the corpus bigger"
     finally:
-        os.kill(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
+        if paced:
+            unpace_inserts(pg_url, paced)
     st = status("s3_kill", env)
     assert 5 <= st["documents"]["done"] < n_docs and st["documents"]["pending"] > 0
 

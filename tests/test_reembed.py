@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from tests.conftest import COPIES, big_corpus, write_config
-from tests.test_ingest import CLI, chunk_rows, cli, status
+from tests.test_ingest import CLI, chunk_rows, cli, pace_inserts, status, unpace_inserts
 
 pytestmark = pytest.mark.slow
 ORIGINAL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -36,22 +36,6 @@ def spaces(pg_url: str, collection: str) -> dict[str, str]:
 def table_exists(pg_url: str, table: str) -> bool:
     with psycopg.connect(pg_url) as conn:
         return conn.execute("SELECT to_regclass(%s)", (f"corpusmill.{table}",)).fetchone()[0] is not None
-
-
-def pace_inserts(pg_url: str, table: str, seconds: float) -> None:
-    """Each statement that inserts into `table` waits `seconds` in the database: a run writing into it is
-    paced by PostgreSQL, not by how fast this machine embeds."""
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute("CREATE OR REPLACE FUNCTION corpusmill.test_pace() RETURNS trigger LANGUAGE plpgsql AS "
-                     f"$$ BEGIN PERFORM pg_sleep({float(seconds)}); RETURN NULL; END $$")
-        conn.execute(f"CREATE TRIGGER test_pace AFTER INSERT ON corpusmill.{table} "
-                     "FOR EACH STATEMENT EXECUTE FUNCTION corpusmill.test_pace()")
-
-
-def unpace_inserts(pg_url: str, table: str) -> None:
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"DROP TRIGGER IF EXISTS test_pace ON corpusmill.{table}")
-        conn.execute("DROP FUNCTION IF EXISTS corpusmill.test_pace()")
 
 
 def test_reembed_killed_resumes_switches_and_drops_old(tmp_path, corpus, env, pg_url):
@@ -147,3 +131,4 @@ def test_bench_embedders_ranks_models_and_switches_to_the_winner(tmp_path, corpu
     st = status("e2e_bench", env)
     assert st["embedding_model"] == RENAMED and st["chunks"] > 20
     assert sorted(spaces(pg_url, "e2e_bench").values()) == ["active", "retired"]
+
