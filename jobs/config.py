@@ -318,6 +318,10 @@ class EmbeddingConfig(_Strict):
         True, description="before embedding, look up each text among the vectors the collection holds (by "
         "md5(embed_text), compared whole) and compute only the misses (a text repeated within a batch is encoded "
         "once either way). The summary counts vectors computed and reused")
+    reuse_other_collections: bool = Field(
+        True, description="with `reuse`, also look texts up in other collections' chunk tables of the same model "
+        "reference and dimension (8 at most, active spaces first): a corpus ingested again under another name, or "
+        "a reembed to a model another collection uses, computes only what none of them holds")
 
     @field_validator("workers_per_actor")
     @classmethod

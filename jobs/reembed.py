@@ -9,7 +9,8 @@ when the config asks for them), and parallel writers commit whole documents into
 resumes where it stopped. Going back to a model the collection had before reuses the vectors of
 unchanged texts (jobs/store/spaces.py): documents with no changed text are copied on the server
 before the job starts (when that is all of them, Ray never starts), and of the rest only changed
-chunks are embedded. When every document is in,
+chunks are embedded; texts another collection embedded with the same model take its vectors
+(`embedding.reuse_other_collections`). When every document is in,
 the collection switches to the space in one transaction and the previous one is retired
 (`--drop-old` drops it); while any document is missing (one failed, a block was lost), it does not
 switch, and the next run retries those. Chunks are
@@ -38,6 +39,7 @@ from jobs.embed.layout import embed_layout, embed_resources, embedder_args
 from jobs.embed.models import embedding_dimension, join_ref, split_ref
 from jobs.errors import UserError
 from jobs.rows import CHUNK_SCHEMA
+from jobs.store.known_vectors import KnownVectors
 from jobs.store.pgvector import Collection, PgStore, UnknownCollection
 from jobs.store.url import database_url
 from jobs.store.writers import WriterStore
@@ -135,7 +137,8 @@ def read_space_rows(ranges: list[dict], *, url: str, schema: str, active: Collec
 
 
 def _fill_on_ray(cfg: JobConfig, url: str, active: Collection, space: Collection, ranges: list[tuple],
-                 todo: int, already: tuple[int, int], reuse: bool) -> tuple[object, tuple[int, int, int]]:
+                 todo: int, already: tuple[int, int], reuse: bool,
+                 known: KnownVectors | None) -> tuple[object, tuple[int, int, int]]:
     """The Ray Data job: read tasks → the embedding actor pool → writers into `space`. Returns the
     writers' SinkStats and (actors, workers per actor, writers)."""
     # Late: Ray, Ray Data and the stages' adapter load only when there is work (the CLI stays quick).
@@ -164,13 +167,21 @@ def _fill_on_ray(cfg: JobConfig, url: str, active: Collection, space: Collection
         "url": url, "schema": schema, "active": active, "space": space, "reuse": reuse,
         "reconnect_seconds": cfg.database.reconnect_seconds}), retries)
     ds = adapter.apply(ds, adapter.Stage("embed", Embedder, SPACE_SCHEMA, embed_resources(cfg, actors, workers),
-                                         embedder_args(cfg, workers, space.embedding_model),
+                                         embedder_args(cfg, workers, space.embedding_model, known),
                                          calls_per_actor=min(workers, 2)), retries)
     sink = SpaceDatasink(url, schema, space, label=f"corpusmill reembed {space.name}", batch_rows=cfg.sink.flush_rows,
                          batch_seconds=cfg.sink.flush_seconds, reconnect_seconds=cfg.database.reconnect_seconds)
     with SpaceProgress(url, schema, space, todo, already):
         ds.write_datasink(sink, concurrency=writers, ray_remote_args=writer_args(None, url, cfg.sink.placement))
     return sink.stats, (actors, workers, writers)
+
+
+def _known_elsewhere(store: PgStore, cfg: JobConfig, url: str, space: Collection) -> KnownVectors | None:
+    """Other collections' tables of the new space's model: their vectors of the same texts are reused."""
+    emb = cfg.embedding
+    others = [t for t in store.tables_embedded_with(space.embedding_model, space.dimension) if t != space.chunk_table]
+    return KnownVectors(url, cfg.database.schema_name, others) if emb.reuse and emb.reuse_other_collections and others \
+        else None
 
 
 def run_reembed(cfg: JobConfig, collection: str, model: str, *, drop_old: bool = False,
@@ -206,7 +217,8 @@ def run_reembed(cfg: JobConfig, collection: str, model: str, *, drop_old: bool =
         if ranges:
             ray_started = init_ray(cfg)
             try:
-                stats, layout = _fill_on_ray(cfg, url, active, space, ranges, todo, already, store.has_reuse(space))
+                stats, layout = _fill_on_ray(cfg, url, active, space, ranges, todo, already, store.has_reuse(space),
+                                             _known_elsewhere(store, cfg, url, space))
             finally:
                 if ray_started:
                     stop_ray_in_background().join(timeout=30)

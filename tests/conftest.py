@@ -158,7 +158,10 @@ def big_corpus(src: Path, dst: Path, copies: int) -> Path:
 
 
 def write_config(path: Path, collection: str, roots: list[Path], **overrides) -> Path:
-    """A job config for tests: configs/local.yaml with its input roots and collection replaced."""
+    """A job config for tests: configs/local.yaml with its input roots and collection replaced. Vectors
+    come only from the collection's own tables: the tests' collections share one database and many hold
+    the same texts, so taking another's would make a test depend on which ran before it (the test of
+    `embedding.reuse_other_collections` turns it on)."""
     import yaml
 
     data = yaml.safe_load((REPO / "configs" / "local.yaml").read_text())
@@ -166,6 +169,7 @@ def write_config(path: Path, collection: str, roots: list[Path], **overrides) ->
     data["collection"] = collection
     data["input"]["roots"] = [str(r) for r in roots]
     data["ray"]["progress_bars"] = False
+    data["embedding"]["reuse_other_collections"] = False
     for dotted, value in overrides.items():
         node = data
         *parents, leaf = dotted.split("__")

@@ -50,6 +50,15 @@ def test_a_small_run_in_process_stores_what_the_ray_path_stores(tmp_path, corpus
     np.testing.assert_allclose(vectors, ray_vectors, atol=1e-4)
     assert status("e2e_in_process", env=base)["documents"] == {"done": 7, "failed": 0, "pending": 0}
 
+    # The same corpus under a third name, with other collections' vectors allowed: nothing is computed.
+    again = write_config(tmp_path / "again.yaml", "e2e_again", [corpus], embedding__reuse_other_collections=True)
+    out = cli("ingest", "--config", str(again), env=base)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"(0 computed, {len(rows)} reused)" in out.stdout, out.stdout
+    again_rows, again_vectors = stored(pg_url, "e2e_again")
+    assert again_rows == rows
+    np.testing.assert_array_equal(again_vectors, vectors)
+
     # An edit: one page changed, in process again; only its changed chunks are embedded.
     page = next(p for p in sorted(corpus.rglob("*.md")))
     page.write_text(page.read_text(encoding="utf-8") + "\n\nA closing paragraph added by an edit.\n",

@@ -132,3 +132,20 @@ def test_bench_embedders_ranks_models_and_switches_to_the_winner(tmp_path, corpu
     assert st["embedding_model"] == RENAMED and st["chunks"] > 20
     assert sorted(spaces(pg_url, "e2e_bench").values()) == ["active", "retired"]
 
+
+def test_a_reembed_takes_vectors_from_other_collections_of_its_new_model(tmp_path, store, pg_url):
+    from jobs.config import load_config
+    from jobs.reembed import _known_elsewhere
+    from tests.store.test_known_vectors import DIM, _holding
+
+    lender = _holding(store, pg_url, "re_lender", "m-re-new", ["lent text"])
+    active = _holding(store, pg_url, "re_borrower", "m-re-old", ["lent text"])
+    space = store.begin_space(active, "m-re-new", DIM)
+    cfg = load_config(write_config(tmp_path / "c.yaml", "re_borrower", [tmp_path],
+                                   embedding__reuse_other_collections=True))
+    known = _known_elsewhere(store, cfg, pg_url, space)
+    assert known.tables == [lender.chunk_table]  # not the space being filled, nor the old model's
+    assert known.lookup(["T › H\n\nlent text"]) == {"T › H\n\nlent text": [1, 0, 0, 0]}
+    known.close()
+    off = cfg.model_copy(update={"embedding": cfg.embedding.model_copy(update={"reuse_other_collections": False})})
+    assert _known_elsewhere(store, off, pg_url, space) is None

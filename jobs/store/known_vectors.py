@@ -1,12 +1,15 @@
-"""Vectors a collection already holds, looked up by embedded text, so an ingest embeds only texts it has
+"""Vectors the database already holds, looked up by embedded text, so an ingest embeds only texts it has
 not embedded before (#20): the unchanged chunks of an edited document, a block repeated across pages,
-every chunk after a config change that leaves `embed_text` as it was.
+every chunk after a config change that leaves `embed_text` as it was, and (`embedding.reuse_other_collections`)
+texts another collection embedded with the same model, such as a corpus ingested again under a new name.
 
-The key is the text itself, found through the chunk table's index on md5(embed_text) and then compared
-whole, so a hash collision can never hand a chunk another text's vector. The model is the table's: a
-collection keeps one chunk table per embedding model, and an ingest whose model differs from the
-collection's is refused before it starts. A lookup that fails (the server away) costs only the reuse:
-those texts are embedded as if none were known, and the run goes on.
+The key is the text itself, found through each chunk table's index on md5(embed_text) and then compared
+whole, so a hash collision can never hand a chunk another text's vector. The model is the tables': a
+chunk table holds one embedding model's vectors, an ingest whose model differs from the collection's is
+refused before it starts, and other collections' tables are chosen by the exact model reference (backend
+and quantization included) and dimension (jobs/store/pgvector.py `tables_embedded_with`). A lookup that
+fails (the server away, a table dropped meanwhile) costs only the reuse: those texts are embedded as if
+none were known, and the run goes on.
 """
 
 from __future__ import annotations
@@ -30,34 +33,45 @@ def embed_key(text: str) -> str:
 
 
 class KnownVectors:
-    """Looks texts up in one chunk table. Picklable: each embedding actor opens its own connection on first
-    use (named `corpusmill reuse` in pg_stat_activity)."""
+    """Looks texts up in chunk tables, in order (the collection's own first), each asked only for what the
+    ones before it lacked. Picklable: each embedding actor opens its own connection on first use (named
+    `corpusmill reuse` in pg_stat_activity)."""
 
-    def __init__(self, url: str, schema: str, table: str):
-        self.url, self.schema, self.table = url, schema, table
+    def __init__(self, url: str, schema: str, tables: str | list[str]):
+        self.url, self.schema = url, schema
+        self.tables = [tables] if isinstance(tables, str) else list(dict.fromkeys(tables))
         self._conn: psycopg.Connection | None = None
 
     def __getstate__(self) -> dict:
-        return {"url": self.url, "schema": self.schema, "table": self.table, "_conn": None}
+        return {"url": self.url, "schema": self.schema, "tables": self.tables, "_conn": None}
 
     def lookup(self, texts: list[str]) -> dict[str, list[float]]:
-        """The vectors the table holds for any of `texts`, by text."""
-        unique = list(dict.fromkeys(texts))
+        """The vectors the tables hold for any of `texts`, by text."""
+        missing = list(dict.fromkeys(texts))
         found: dict[str, list[float]] = {}
-        try:
-            if self._conn is None or self._conn.closed:
-                self._conn = connect(self.url, "corpusmill reuse")
-            query = sql.SQL("SELECT DISTINCT ON (embed_text) embed_text, embedding::real[] FROM {} "
-                            "WHERE md5(embed_text) = ANY(%s) AND embed_text = ANY(%s)").format(
-                sql.Identifier(self.schema, self.table))
-            for i in range(0, len(unique), LOOKUP_ROWS):
-                part = unique[i:i + LOOKUP_ROWS]
-                found.update(self._conn.execute(query, ([embed_key(t) for t in part], part)).fetchall())
-        except (psycopg.Error, UnicodeError) as exc:
-            log.warning("vector reuse skipped for %d texts (%s: %s); they are embedded", len(unique),
-                        type(exc).__name__, str(exc).strip().splitlines()[0] if str(exc).strip() else "")
-            self.close()
-            return {}
+        for table in list(self.tables):
+            if not missing:
+                break
+            try:
+                if self._conn is None or self._conn.closed:
+                    self._conn = connect(self.url, "corpusmill reuse")
+                query = sql.SQL("SELECT DISTINCT ON (embed_text) embed_text, embedding::real[] FROM {} "
+                                "WHERE md5(embed_text) = ANY(%s) AND embed_text = ANY(%s)").format(
+                    sql.Identifier(self.schema, table))
+                for i in range(0, len(missing), LOOKUP_ROWS):
+                    part = missing[i:i + LOOKUP_ROWS]
+                    found.update(self._conn.execute(query, ([embed_key(t) for t in part], part)).fetchall())
+            except psycopg.errors.UndefinedTable:
+                # Another collection's space dropped since the run began (`reembed --drop-old`): not asked again.
+                log.info("vector reuse: %s is gone; its vectors are no longer looked up", table)
+                self.tables.remove(table)
+                continue  # autocommit: the connection is still good
+            except (psycopg.Error, UnicodeError) as exc:
+                log.warning("vector reuse skipped for %d texts (%s: %s); they are embedded", len(missing),
+                            type(exc).__name__, str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+                self.close()
+                return found
+            missing = [t for t in missing if t not in found]
         return found
 
     def close(self) -> None:

@@ -115,6 +115,19 @@ class EmbeddingSpaces:
             self._refresh_view()
 
     @reconnecting
+    def tables_embedded_with(self, model: str, dimension: int, limit: int = 8) -> list[str]:
+        """Chunk tables of any collection's spaces that hold `model`'s vectors (the exact reference: backend
+        and quantization included), active spaces first, then the newest: where vector reuse may look
+        beyond a collection. Only tables with the md5(embed_text) index: an older one without it is left
+        alone rather than scanned per lookup or locked to build it."""
+        rows = self.conn.execute(sql.SQL(
+            "SELECT s.chunk_table FROM {} s WHERE s.embedding_model = %s AND s.dimension = %s AND EXISTS ("
+            "SELECT 1 FROM pg_indexes i WHERE i.schemaname = %s AND i.tablename = s.chunk_table "
+            "AND i.indexdef LIKE '%%md5(embed_text)%%') ORDER BY s.status = 'active' DESC, s.created_at DESC "
+            "LIMIT %s").format(self._t("embedding_spaces")), (model, dimension, self.schema, limit))
+        return [r[0] for r in rows]
+
+    @reconnecting
     def drop_space(self, space: Collection) -> None:
         """Drop a space that is not the collection's active one (a benchmark's scratch space)."""
         active = self.get_collection(space.name)

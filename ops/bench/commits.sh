@@ -27,15 +27,20 @@ timed() {  # side, label, command...: prints seconds and the command's summary l
   printf '%-4s %-22s %7.1f s  %s\n' "$side" "$label" "$(echo "$e - $s" | bc)" \
     "$(grep -E '^this run|^re-embedded|^vectors' <<<"$out" | tr '\n' ' ')"
 }
+# Each side's configs/local.yaml, with vectors not taken from other collections where the side has that
+# setting (every round's collection holds the same texts; a side without it never looks beyond one).
+for side in old new; do
+  dir=$here; [[ $side == old ]] && dir=$old
+  sed -e "s#^\(  templates_dir:\) templates #\1 $dir/configs/templates #" \
+      -e 's/^\(  reuse_other_collections:\) true/\1 false/' "$dir/configs/local.yaml" >"$CORPUSMILL_HOME/$side.yaml"
+done
 for i in $(seq 1 "$runs"); do
   for side in old new; do
-    dir=$here; [[ $side == old ]] && dir=$old
-    timed $side "ingest $i" ingest --config "$dir/configs/local.yaml" --input "$input" --collection "ab_${side}_$i"
+    timed $side "ingest $i" ingest --config "$CORPUSMILL_HOME/$side.yaml" --input "$input" --collection "ab_${side}_$i"
   done
 done
 for side in old new; do
-  dir=$here; [[ $side == old ]] && dir=$old
-  timed $side "reembed" reembed --collection "ab_${side}_1" --model "$model" --config "$dir/configs/local.yaml"
+  timed $side "reembed" reembed --collection "ab_${side}_1" --model "$model" --config "$CORPUSMILL_HOME/$side.yaml"
   timed $side "reembed back" reembed --collection "ab_${side}_1" --model sentence-transformers/all-MiniLM-L6-v2 \
-    --config "$dir/configs/local.yaml"
+    --config "$CORPUSMILL_HOME/$side.yaml"
 done

@@ -231,11 +231,33 @@ def run(args: list[str], log: Path | None = None, ok: tuple[int, ...] = (0,), ti
             "load_avg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
 
 
-def ingest(input_dir: Path, collection: str, config: Path = CONFIG, tag: str | None = None) -> dict:
+def config_with(name: str, changes: dict[str, dict], base: Path = CONFIG) -> Path:
+    """A copy of `base` with `changes` ({section: {key: value}}) applied, as work_dir()/NAME.yaml."""
+    import yaml
+
+    data = yaml.safe_load(base.read_text(encoding="utf-8"))
+    for section, values in changes.items():
+        data.setdefault(section, {}).update(values)
+    templates = (data.get("excel") or {}).get("templates_dir")
+    if templates and not Path(templates).is_absolute():  # relative to the config, which moves
+        data["excel"]["templates_dir"] = str((base.parent / templates).resolve())
+    path = work_dir() / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def ingest(input_dir: Path, collection: str, config: Path = CONFIG, tag: str | None = None,
+           own_vectors: bool = True) -> dict:
     """`corpusmill ingest` as a user runs it, timed from outside. Exit 3 (a quality gate) still committed
     everything, so it counts as a finished run here. Returns wall_s, the run directory, its metrics and
-    the run's `stage_stats` row from the runs table."""
+    the run's `stage_stats` row from the runs table.
+
+    With `own_vectors` (the default) each collection embeds its own texts: vectors are not taken from the
+    benchmark's other collections (`embedding.reuse_other_collections` off), or the second ingest of a
+    corpus would time a lookup."""
     log = out_dir() / f"{tag or collection}.ingest.log"
+    if own_vectors:
+        config = config_with(f"{config.stem}-own-vectors", {"embedding": {"reuse_other_collections": False}}, config)
     # The embedded server's first start (initdb in a fresh home) happens before the clock: the scripts
     # compared with the ingest find it running, and a session's first ingest must not pay it alone.
     database_url()

@@ -15,7 +15,9 @@ autovacuum), so each is reported as the median of its rounds (the run of the med
 shown). For each run: wall time (the process, timed from outside), its ratio to the full run, files
 updated, and the vectors computed and reused (from the run's metrics.json). An edited page's
 unchanged chunks are what reuse saves; the fixed cost of a run (Ray, the models) is what it cannot,
-and what the in-process path saves.
+and what the in-process path saves. Last, the edited corpus is ingested whole under a new collection
+name twice: with vectors taken from the first collection (`embedding.reuse_other_collections`, the
+default) and with its own (the setting off, as every other benchmark run has it).
 """
 
 from __future__ import annotations
@@ -25,8 +27,6 @@ import shutil
 import sys
 from pathlib import Path
 
-import yaml
-
 from ops.bench import common
 
 
@@ -34,18 +34,6 @@ def edit(files: list[Path], round_: int) -> None:
     for f in files:
         with f.open("a", encoding="utf-8") as out:
             out.write(f"\n\nA paragraph the edit benchmark added in round {round_}, about nothing else.\n")
-
-
-def config_with(name: str, section: str, key: str, value) -> Path:
-    """A copy of configs/local.yaml with one key changed."""
-    data = yaml.safe_load(common.CONFIG.read_text(encoding="utf-8"))
-    data[section][key] = value
-    templates = (data.get("excel") or {}).get("templates_dir")
-    if templates and not Path(templates).is_absolute():  # relative to the config, which moves
-        data["excel"]["templates_dir"] = str((common.CONFIG.parent / templates).resolve())
-    path = common.work_dir() / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return path
 
 
 def _entry(name: str, r: dict, full_wall: float | None, walls: list[float] | None = None) -> dict:
@@ -68,9 +56,10 @@ def bench() -> dict:
     edited = files[::step][:n_edits]
     rounds = max(1, int(os.environ.get("BENCH_ROUNDS") or 3))
     full = common.ingest(root, "bench_edits", tag="edits-full")
-    variants = [("edit, in process", common.CONFIG, "edits-reuse"),
-                ("edit, on Ray", config_with("on-ray", "ray", "in_process_max_documents", 0), "edits-ray"),
-                ("edit, in process, reuse off", config_with("no-reuse", "embedding", "reuse", False), "edits-no-reuse")]
+    on_ray = common.config_with("on-ray", {"ray": {"in_process_max_documents": 0}})
+    no_reuse = common.config_with("no-reuse", {"embedding": {"reuse": False}})
+    variants = [("edit, in process", common.CONFIG, "edits-reuse"), ("edit, on Ray", on_ray, "edits-ray"),
+                ("edit, in process, reuse off", no_reuse, "edits-no-reuse")]
     seen: dict[str, list[dict]] = {name: [] for name, _, _ in variants}
     n = 0
     for _ in range(rounds):
@@ -82,6 +71,11 @@ def bench() -> dict:
     for name, results in seen.items():
         ordered = sorted(results, key=lambda r: r["wall_s"])
         runs.append(_entry(name, ordered[len(ordered) // 2], full["wall_s"], [r["wall_s"] for r in results]))
+    # The whole corpus again under new collection names: vectors from the first collection, then its own.
+    runs.append(_entry("another collection, reusing", common.ingest(
+        root, "bench_edits_copy", tag="edits-copy-reusing", own_vectors=False), full["wall_s"]))
+    runs.append(_entry("another collection, own vectors", common.ingest(
+        root, "bench_edits_own", tag="edits-copy-own"), full["wall_s"]))
     return {"files": len(files), "edited": len(edited), "rounds": rounds, "corpus": str(common.corpus_root()),
             "machine": common.machine(), "runs": runs}
 

@@ -58,6 +58,17 @@ def test_synthetic_corpus_copies_the_base(tmp_path, monkeypatch):
     assert "rows/s" in common.table(["a", "rows/s"], [["x", 1234.5], ["y", None]])
 
 
+def test_a_bench_config_copy_keeps_its_templates_and_its_own_vectors(tmp_path, monkeypatch):
+    from jobs.config import load_config
+
+    monkeypatch.setenv("CORPUSMILL_HOME", str(tmp_path))
+    path = common.config_with("local-own-vectors", {"embedding": {"reuse_other_collections": False}})
+    cfg = load_config(path)
+    assert cfg.embedding.reuse_other_collections is False and cfg.embedding.reuse is True
+    assert cfg.excel.templates_dir == common.REPO / "configs" / "templates"  # not relative to the copy
+    assert load_config(common.CONFIG).embedding.reuse_other_collections is True  # the shipped default
+
+
 def test_embedding_bench_reports_tokens_per_second():
     from jobs.embed.models import resolve_model
 

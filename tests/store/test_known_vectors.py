@@ -1,11 +1,13 @@
 """Vector reuse lookups against the real store: texts the collection holds come back with their vectors,
-through the md5(embed_text) index; anything else, and a server that cannot be reached, gives nothing."""
+through the md5(embed_text) index, the collection's own first, then other collections' of the same model;
+anything else, a table dropped meanwhile and a server that cannot be reached give nothing."""
 
 import logging
 import pickle
 
+from jobs.store.datasink import ChunkDatasink
 from jobs.store.known_vectors import KnownVectors, embed_key
-from tests.store.test_datasink import DIM, _rows
+from tests.store.test_datasink import DIM, _rows, _table, _task
 from tests.store.test_spaces import _active
 
 
@@ -37,3 +39,37 @@ def test_an_unreachable_server_costs_only_the_reuse(caplog):
     with caplog.at_level(logging.WARNING):
         assert known.lookup(["a text"]) == {}
     assert "vector reuse skipped" in caplog.text
+
+
+def _holding(store, pg_url, collection, model, texts):
+    """A collection of `model` whose document `a` holds `texts` (vectors: unit vectors 0, 1, … in order)."""
+    coll = store.ensure_collection(collection, model, DIM)
+    ChunkDatasink(pg_url, "corpusmill", coll, "w1", label=f"test {collection}", share_text=False).write(
+        [_table(_rows("a", len(texts), collection, texts=texts))], _task(0))
+    return coll
+
+
+def test_other_collections_of_the_same_model_lend_what_the_own_lacks(store, pg_url):
+    own = _holding(store, pg_url, "kv_own", "m-kv-shared", ["own text"])
+    other = _holding(store, pg_url, "kv_other", "m-kv-shared", ["shared text", "own text"])
+    stranger = _holding(store, pg_url, "kv_stranger", "m-kv-else", ["stranger text"])
+    tables = store.tables_embedded_with("m-kv-shared", DIM)
+    assert sorted(tables) == sorted([own.chunk_table, other.chunk_table])  # the model's, not the stranger's
+    assert store.tables_embedded_with("m-kv-shared", DIM + 1) == []  # nor another dimension's
+
+    known = KnownVectors(pg_url, "corpusmill", [own.chunk_table] + tables)
+    assert known.tables == [own.chunk_table, other.chunk_table]  # each table once, the own first
+    texts = ["T › H\n\nown text", "T › H\n\nshared text", "T › H\n\nstranger text"]
+    # The own table answers first: "own text" keeps its own vector, not the other collection's.
+    assert known.lookup(texts) == {texts[0]: [1, 0, 0, 0], texts[1]: [1, 0, 0, 0]}
+    assert KnownVectors(pg_url, "corpusmill", stranger.chunk_table).lookup(texts) == {texts[2]: [1, 0, 0, 0]}
+
+    # Another collection's table gone during a run (`reembed --drop-old`; here renamed, since the
+    # all_chunks view depends on it): it is no longer asked, and the own table still answers.
+    store.conn.execute(f"ALTER TABLE corpusmill.{other.chunk_table} RENAME TO kv_gone")
+    try:
+        assert known.lookup(texts) == {texts[0]: [1, 0, 0, 0]}
+        assert known.tables == [own.chunk_table]
+    finally:
+        store.conn.execute(f"ALTER TABLE corpusmill.kv_gone RENAME TO {other.chunk_table}")
+        known.close()
