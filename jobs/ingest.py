@@ -235,9 +235,12 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
         if items:
             # Vectors of texts the collection holds (unchanged chunks of an edited page, repeated blocks) are
             # reused, and those other collections embedded with the same model.
-            known = KnownVectors(url, cfg.database.schema_name, [coll.chunk_table] + (
-                store.tables_embedded_with(coll.embedding_model, coll.dimension)
-                if cfg.embedding.reuse_other_collections else [])) if cfg.embedding.reuse else None
+            known = None
+            if cfg.embedding.reuse:
+                tables = [coll.chunk_table]
+                if cfg.embedding.reuse_other_collections:
+                    tables += store.tables_embedded_with(coll.embedding_model, coll.dimension)
+                known = KnownVectors(url, cfg.database.schema_name, tables)
             md_items = [i for i in items if i["source_type"] == "markdown"]
             xl_items = [i for i in items if i["source_type"] == "excel"]
             writers = 1

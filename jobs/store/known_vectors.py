@@ -7,7 +7,7 @@ The key is the text itself, found through each chunk table's index on md5(embed_
 whole, so a hash collision can never hand a chunk another text's vector. The model is the tables': a
 chunk table holds one embedding model's vectors, an ingest whose model differs from the collection's is
 refused before it starts, and other collections' tables are chosen by the exact model reference (backend
-and quantization included) and dimension (jobs/store/pgvector.py `tables_embedded_with`). A lookup that
+and quantization included) and dimension (jobs/store/spaces.py `tables_embedded_with`). A lookup that
 fails (the server away, a table dropped meanwhile) costs only the reuse: those texts are embedded as if
 none were known, and the run goes on.
 """
