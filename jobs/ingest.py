@@ -44,7 +44,7 @@ from jobs.sources.reads import read_bytes
 from jobs.sources.storage import StorageOptions
 from jobs.sources.uris import is_remote, join, local_path
 from jobs.store.connection import DatabaseUnavailable
-from jobs.store.known_vectors import KnownVectors
+from jobs.store.known_vectors import vectors_to_reuse
 from jobs.store.locks import CollectionBusy
 from jobs.store.parquet import RunOutput
 from jobs.store.pgvector import PgStore
@@ -235,12 +235,8 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
         if items:
             # Vectors of texts the collection holds (unchanged chunks of an edited page, repeated blocks) are
             # reused, and those other collections embedded with the same model.
-            known = None
-            if cfg.embedding.reuse:
-                tables = [coll.chunk_table]
-                if cfg.embedding.reuse_other_collections:
-                    tables += store.tables_embedded_with(coll.embedding_model, coll.dimension)
-                known = KnownVectors(url, cfg.database.schema_name, tables)
+            known = vectors_to_reuse(store, url, cfg.database.schema_name, cfg.embedding, coll.embedding_model,
+                                     coll.dimension, own=coll.chunk_table)
             md_items = [i for i in items if i["source_type"] == "markdown"]
             xl_items = [i for i in items if i["source_type"] == "excel"]
             writers = 1

@@ -39,7 +39,7 @@ from jobs.embed.layout import embed_layout, embed_resources, embedder_args
 from jobs.embed.models import embedding_dimension, join_ref, split_ref
 from jobs.errors import UserError
 from jobs.rows import CHUNK_SCHEMA
-from jobs.store.known_vectors import KnownVectors
+from jobs.store.known_vectors import KnownVectors, vectors_to_reuse
 from jobs.store.pgvector import Collection, PgStore, UnknownCollection
 from jobs.store.url import database_url
 from jobs.store.writers import WriterStore
@@ -176,14 +176,6 @@ def _fill_on_ray(cfg: JobConfig, url: str, active: Collection, space: Collection
     return sink.stats, (actors, workers, writers)
 
 
-def _known_elsewhere(store: PgStore, cfg: JobConfig, url: str, space: Collection) -> KnownVectors | None:
-    """Other collections' tables of the new space's model: their vectors of the same texts are reused."""
-    emb = cfg.embedding
-    others = [t for t in store.tables_embedded_with(space.embedding_model, space.dimension) if t != space.chunk_table]
-    return KnownVectors(url, cfg.database.schema_name, others) if emb.reuse and emb.reuse_other_collections and others \
-        else None
-
-
 def run_reembed(cfg: JobConfig, collection: str, model: str, *, drop_old: bool = False,
                 docs_per_batch: int = 32) -> ReembedResult:
     """Fill a space for `model` with the collection's chunks (`docs_per_batch` documents per read task)
@@ -218,7 +210,9 @@ def run_reembed(cfg: JobConfig, collection: str, model: str, *, drop_old: bool =
             ray_started = init_ray(cfg)
             try:
                 stats, layout = _fill_on_ray(cfg, url, active, space, ranges, todo, already, store.has_reuse(space),
-                                             _known_elsewhere(store, cfg, url, space))
+                                             vectors_to_reuse(store, url, cfg.database.schema_name, cfg.embedding,
+                                                              space.embedding_model, space.dimension,
+                                                              building=space.chunk_table))
             finally:
                 if ray_started:
                     stop_ray_in_background().join(timeout=30)

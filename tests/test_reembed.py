@@ -135,7 +135,7 @@ def test_bench_embedders_ranks_models_and_switches_to_the_winner(tmp_path, corpu
 
 def test_a_reembed_takes_vectors_from_other_collections_of_its_new_model(tmp_path, store, pg_url):
     from jobs.config import load_config
-    from jobs.reembed import _known_elsewhere
+    from jobs.store.known_vectors import vectors_to_reuse
     from tests.store.test_known_vectors import DIM, _holding
 
     lender = _holding(store, pg_url, "re_lender", "m-re-new", ["lent text"])
@@ -143,9 +143,12 @@ def test_a_reembed_takes_vectors_from_other_collections_of_its_new_model(tmp_pat
     space = store.begin_space(active, "m-re-new", DIM)
     cfg = load_config(write_config(tmp_path / "c.yaml", "re_borrower", [tmp_path],
                                    embedding__reuse_other_collections=True))
-    known = _known_elsewhere(store, cfg, pg_url, space)
+    # What run_reembed hands its embedding actors.
+    known = vectors_to_reuse(store, pg_url, "corpusmill", cfg.embedding, space.embedding_model, space.dimension,
+                             building=space.chunk_table)
     assert known.tables == [lender.chunk_table]  # not the space being filled, nor the old model's
     assert known.lookup(["T › H\n\nlent text"]) == {"T › H\n\nlent text": [1, 0, 0, 0]}
     known.close()
-    off = cfg.model_copy(update={"embedding": cfg.embedding.model_copy(update={"reuse_other_collections": False})})
-    assert _known_elsewhere(store, off, pg_url, space) is None
+    off = cfg.embedding.model_copy(update={"reuse_other_collections": False})
+    assert vectors_to_reuse(store, pg_url, "corpusmill", off, space.embedding_model, space.dimension,
+                            building=space.chunk_table) is None

@@ -80,3 +80,16 @@ class KnownVectors:
                 self._conn.close()
             finally:
                 self._conn = None
+
+
+def vectors_to_reuse(store, url: str, schema: str, embedding, model: str, dimension: int, own: str | None = None,
+                     building: str | None = None) -> KnownVectors | None:
+    """Where an embedding stage looks texts up, per `embedding.reuse` and `reuse_other_collections`: the
+    `own` chunk table first, then other collections' tables of `model` (not the space `building`, which
+    holds only what this job wrote). None when reuse is off or there is nowhere to look."""
+    if not embedding.reuse:
+        return None
+    tables = [own] if own else []
+    if embedding.reuse_other_collections:
+        tables += [t for t in store.tables_embedded_with(model, dimension) if t != building]
+    return KnownVectors(url, schema, tables) if tables else None
