@@ -101,6 +101,7 @@ def pace_collection(pg_url: str, collection: str, proc: subprocess.Popen, second
             time.sleep(0.05)
     return None
 
+
 def each_chunk_once(pg_url: str, collection: str) -> list[tuple]:
     """The collection's chunk rows, after checking each chunk_id is stored once and the checkpoint rows
     count exactly the chunks stored (no document marked done without its chunks, none twice)."""
