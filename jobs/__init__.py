@@ -9,5 +9,6 @@ __version__ = "0.1.0"
 # this version in tests/data/golden/VERSION.json, and a digest that changes under the same version
 # fails. "2": chunking changed many times under "1" before that test existed. "6": Excel only (header
 # lines filled down, series codes and time-series attributes are header, not rows; units into labels; dot
-# leaders; unnamed row-header text bare), but the fingerprint is one for every source type.
-PIPELINE_VERSION = "6"
+# leaders; unnamed row-header text bare), but the fingerprint is one for every source type. "7": a
+# Markdown document that fits the window under its title is one chunk (chunking.whole_documents).
+PIPELINE_VERSION = "7"

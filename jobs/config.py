@@ -186,6 +186,7 @@ class ChunkingConfig(_Strict):
         "in a document is a printed header or footer and is dropped everywhere (0: off)")
     navigation_see_also: bool = Field(True, description="link-only sections become a `See also:` line")
     structural_tags: bool = Field(True, description="[H2] [P] [LIST]… line between breadcrumb and body")
+    whole_documents: bool = Field(True, description="a document that fits the window under its title is one chunk")
     breadcrumb_separator: str = " › "
     naive_tokens: int = Field(200, ge=16, description="strategy naive: window size in tokens")
     naive_overlap_tokens: int = Field(40, ge=0)

@@ -382,7 +382,28 @@ def _pack_rows(rows: list, row_tokens: list[int], header_tokens: int, budget: in
     return parts
 
 
-def _groups(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, limit: int, stats: Counter) -> list[Group]:
+def _whole_document(doc: dict, kept: list, counter: TokenCounter, limit: int) -> Group | None:
+    """The whole document as one group, its headings in the body, when it fits the window under the
+    title alone. Scope before length: a short page whose every section fits one chunk is read best
+    whole (a function's reference page: what it does, its usage, an example), where a cut per section
+    leaves pieces that say less of the page than the page does. Longer documents go by section."""
+    units: list[Unit] = []
+    for n, (sec, sec_units, heading, _) in enumerate(kept):
+        opens = n + 1 < len(kept) and kept[n + 1][0]["level"] > sec["level"]  # its sub-sections follow
+        if heading is not None and (sec_units or opens):
+            units.append(heading)
+        units.extend(sec_units)
+    if not units:
+        return None
+    (prefix,) = counter.count([doc["title"] + "\n[H2] [CODE] [LIST] [P]\n\n"])
+    if sum(u.tokens for u in units) + prefix > limit:
+        return None
+    return Group([], 0, units, sections=len(kept))
+
+
+def _groups(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, limit: int, stats: Counter,
+            reserve: int = 0) -> list[Group]:
+    """Sections (after merges) as groups to window; `reserve`: tokens the document's abstract will take."""
     kept = _prepare(doc, cfg, counter, stats)
     # What the window leaves a unit once its section's breadcrumb and a tag line precede it (a merged
     # group's breadcrumb is its parent's, never longer); one tokenizer call for all sections.
@@ -409,11 +430,13 @@ def _groups(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, limit: int, s
             else:
                 continue
             units[i:i + 1] = parts
-    sections = [k[0] for k in kept]
-    units = [k[1] for k in kept]
-    headings = [k[2] for k in kept]
-    groups = merge_small_sections(sections, units, headings, cfg.small_section_tokens,
-                                  min(cfg.merge_target_tokens, limit))
+    whole = _whole_document(doc, kept, counter, limit - reserve) if cfg.whole_documents and len(kept) > 1 else None
+    if whole is not None:
+        stats["whole_documents"] += 1
+        groups = [whole]
+    else:
+        groups = merge_small_sections([k[0] for k in kept], [k[1] for k in kept], [k[2] for k in kept],
+                                      cfg.small_section_tokens, min(cfg.merge_target_tokens, limit))
     # See-also lines follow the group that holds their section's content.
     lines = {id(u): k[3] for k in kept for u in k[1][-1:] if k[3]}
     for g in groups:
@@ -480,8 +503,10 @@ def structured_drafts(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, sta
     """Chunk drafts (no ids or quality yet) of a parsed document with sentence units."""
     limit = min(cfg.max_tokens, counter.limit)
     drafts = []
-    groups = _groups(doc, cfg, counter, limit, stats)
-    _add_abstract(groups, document_abstract(doc, description_keys or []), counter)
+    abstract = document_abstract(doc, description_keys or [])
+    reserve = counter.count([abstract])[0] if abstract else 0
+    groups = _groups(doc, cfg, counter, limit, stats, reserve)
+    _add_abstract(groups, abstract, counter)
     for group in groups:
         path = breadcrumb_parts(doc["title"], group.heading_path)
         crumb = cfg.breadcrumb_separator.join(path)

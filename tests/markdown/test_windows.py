@@ -262,3 +262,24 @@ def test_a_sentence_over_the_budget_is_cut_between_words_then_tokens():
     assert all(a.end <= b.start for a, b in zip(parts, parts[1:]))
     assert "".join(text[p.start:p.end] for p in parts).replace(" ", "") == text.replace(" ", "")
     assert all(text[p.start:p.end] == p.text for p in parts)
+
+
+def test_a_document_that_fits_the_window_is_one_chunk_with_its_headings_in_the_body():
+    intro = ("This is a non-linear contrast change useful for photo adjustments; it preserves highlight and shadow "
+             "detail. The midpoint is the midpoint of contrast and must lie between zero and one, typically a half. "
+             "The factor says how much to increase or decrease the contrast, where zero has no effect at all. "
+             "A positive factor increases the contrast, and a negative one decreases it.")
+    example = ("The example below applies the filter to a photograph of a canyon in the late afternoon, raising "
+               "its contrast so that the rock faces stand out against the sky while the shadows keep their detail.")
+    text = (f"---\ntitle: images.Sigmoid\n---\n\n{intro}\n\n## Usage\n\nCreate the filter:\n\n```go-html-template\n"
+            f"{{{{ $filter := images.Sigmoid 0.6 -4 }}}}\n```\n\n## Example\n\n{example}\n")
+    rows = chunk_text(text)
+    assert len(rows) == 1
+    assert rows[0]["heading_path"] == ["images.Sigmoid"] and rows[0]["embed_text"].startswith("images.Sigmoid\n")
+    assert "## Usage" in rows[0]["text"] and rows[0]["text"].rstrip().endswith("keep their detail.")
+    by_section = chunk_text(text, ChunkingConfig(whole_documents=False))
+    assert [r["heading_path"] for r in by_section] == [["images.Sigmoid"], ["images.Sigmoid"]]  # intro; usage + example
+
+    longer = text + "".join(f"\n## Option {i}\n\n{intro.replace('contrast', f'contrast {i}')}\n"
+                            for i in range(4))  # past the window: by section
+    assert len(chunk_text(longer)) > 2

@@ -238,9 +238,11 @@ def test_eval_table_says_where_the_default_leads():
         return out
     pipelines = {"default": {"chunks": 10, "levels": levels(0.8, 0.9, 0.7)},
                  "naive": {"chunks": 12, "levels": levels(0.7, 0.95, 0.6)},
-                 "langchain": {"chunks": 9, "levels": levels(0.6, 0.85, 0.65)}}
+                 "langchain": {"chunks": 9, "levels": levels(0.6, 0.85, 0.65)},
+                 "index": {"chunks": 10, "levels": levels(0.99, 0.99, 0.99)}}  # shown; no baseline to lead
     text = retrieval.report({"sets": {"xquad": {"pipelines": pipelines}}})
     assert "LangChain-style" in text and "baseline-naive" in text and text.count("default leads at") == 2
+    assert text.count("corpusmill, HNSW index") == 2
     by_level = {p: v["levels"] for p, v in pipelines.items()}
     assert retrieval.verdict(by_level, "document") == "@1"  # 0.8 over 0.7 and 0.6; 0.9 under naive's 0.95
     assert retrieval.verdict(by_level, "passage") == "@5"  # a tie at @1 is no lead

@@ -48,6 +48,16 @@ def test_hybrid_fuses_both_rankings_by_reciprocal_rank(store):
     assert text_search.fuse([["a", "b"], ["b", "c"]], 3)[0][0] == "b"  # in both lists: first
 
 
+def test_equal_fused_scores_go_to_the_stronger_evidence_not_the_chunk_id():
+    words, vector = ["a", "b", "c", "d"], ["c", "b", "a", "e"]  # a: 1st and 3rd, c: 3rd and 1st: tied
+    assert [c for c, _ in text_search.fuse([words, vector], 3)] == ["a", "c", "b"]  # no scores: by id
+    # a leads the BM25 list by a hair over c, and c leads the cosines far ahead of a: c has the stronger evidence.
+    scored = [list(zip(words, [10.0, 9.9, 9.8, 1.0])), list(zip(vector, [0.9, 0.5, 0.45, 0.4]))]
+    assert [c for c, _ in text_search.fuse([words, vector], 3, scored)] == ["c", "a", "b"]
+    scored = [list(zip(words, [10.0, 2.0, 1.5, 1.0])), list(zip(vector, [0.9, 0.89, 0.88, 0.4]))]  # and the other way
+    assert [c for c, _ in text_search.fuse([words, vector], 3, scored)] == ["a", "c", "b"]
+
+
 def test_a_table_from_before_the_column_gets_it_on_first_use(store):
     coll = _load(store, "upgrade_t")
     table = sql.Identifier(store.schema, coll.chunk_table)
