@@ -3,15 +3,16 @@
 1. Units (sentences, list items, whole code blocks and tables) are normalized; repeated paragraphs
    in a document are dropped; a section of nothing but links becomes a `See also:` line on the
    content before it.
-2. Thin sections merge forward within their parent (jobs/markdown/merge.py).
+2. A document whose sections all fit the window under its title is one group (`whole_documents`);
+   otherwise thin sections merge forward within their parent (jobs/markdown/merge.py).
 3. Each group is cut into sentence windows (never across groups) bounded by the embedding model's
    token limit counted with the breadcrumb prefix, preferring to cut between blocks once a window
    is `soft_min_ratio` full; windows overlap by `overlap_sentences / window_sentences` of their units.
-   A table over the limit is cut between rows (header repeated); a code block between lines, each
-   part fenced again with the opening fence's info string (`yaml`, `terminal`); a list item, quote,
-   HTML block or sentence between lines, then sentences, then words (then tokens, for a "word" over
-   the limit). Every unit fits the window its section's breadcrumb leaves, so no chunk's tail is
-   lost to the embedding model.
+   Units over the window are cut first (jobs/markdown/cuts.py): a table between rows (header
+   repeated); a code block between lines, each part fenced again with the opening fence's info
+   string (`yaml`, `terminal`); a list item, quote, HTML block or sentence between lines, then
+   sentences, then words (then tokens, for a "word" over the limit). Every unit fits the window its
+   section's breadcrumb leaves, so no chunk's tail is lost to the embedding model.
 4. Short windows of bullets merge forward.
 5. A chunk's `text` is its units as normalized; its `embed_text` is the breadcrumb, a tag line and the
    same units with prose and table cells rendered as a reader sees them (escapes resolved, link text without its URL,
@@ -25,7 +26,6 @@ ignoring structure: the baseline every change is measured against.
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 
 from jobs.chunks.build import chunk_rows
@@ -33,6 +33,7 @@ from jobs.chunks.quality import word_count
 from jobs.config import ChunkingConfig, QualityConfig
 from jobs.embed.tokens import TokenCounter, token_counter
 from jobs.markdown.boilerplate import is_navigation, see_also_line
+from jobs.markdown.cuts import split_code, split_long_unit, split_table
 from jobs.markdown.inline import render_inline
 from jobs.markdown.merge import Group, Unit, merge_bullet_windows, merge_small_sections
 from jobs.markdown.normalize import normalize
@@ -196,192 +197,6 @@ def _prepare(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, stats: Count
     return kept
 
 
-def split_table(unit: Unit, text: str, counter: TokenCounter, budget: int) -> list[Unit]:
-    """A table over the budget, cut between rows; every part repeats the header row(s), so each
-    chunk still says what its columns are. Offsets of a part cover its own rows."""
-    lines, pos = [], unit.start
-    source_lines, shown = text[unit.start:unit.end].split("\n"), unit.text.split("\n")
-    if len(source_lines) != len(shown):  # normalization only ever rewrites inside a line
-        return [unit]
-    for line, norm in zip(source_lines, shown):
-        lines.append((pos, pos + len(line), norm))
-        pos += len(line) + 1
-    head_n = 2 if len(lines) > 1 and set(lines[1][2].replace("|", "").replace(":", "").strip()) <= {"-", " "} else 1
-    header = "\n".join(line for _, _, line in lines[:head_n])
-    rows = lines[head_n:]
-    if not rows:
-        return [unit]
-    header_tokens, *row_tokens = counter.count([header] + [r[2] for r in rows])
-    parts = _pack_rows(rows, row_tokens, header_tokens, budget)
-    # Even out the parts (a greedy cut leaves a last part of one row, a fragment of its own).
-    even_target = sum(row_tokens) / len(parts)
-    even, sizes, current, acc = [], [], [], 0
-    for row, n in zip(rows, row_tokens):
-        if current and acc + n / 2 > even_target and len(even) < len(parts) - 1:
-            even.append(current)
-            sizes.append(acc)
-            current, acc = [], 0
-        current.append(row)
-        acc += n
-    even.append(current)
-    sizes.append(acc)
-    if all(header_tokens + size <= budget or len(p) == 1 for p, size in zip(even, sizes)):
-        parts = even
-    out = []
-    for part in parts:
-        body = header + "\n" + "\n".join(line for _, _, line in part)
-        out.append(Unit(part[0][0], part[-1][1], "table", unit.block, body, words=word_count(body)))
-    for u, n in zip(out, counter.count([u.text for u in out])):
-        u.tokens = n
-    return out
-
-
-# Where an over-long list item, HTML block or sentence may be cut: between lines, then after a
-# sentence's end, then between words.
-_SENTENCE_END = re.compile(r"(?<=[.!?;])[ \t]+(?=\S)")
-_WORD_GAP = re.compile(r"\s+")
-
-
-def _atoms(src: str, tokens_of, budget: int, offsets_of=None) -> list[tuple[int, int]]:
-    """[a, b) pieces of `src`: its lines, with lines over `budget` cut again after sentence ends.
-    With `offsets_of` (token character offsets), a piece still over `budget` is cut once more into
-    runs of words of about half the budget each (see _word_runs)."""
-    out, pos = [], 0
-    for line in src.split("\n"):
-        a, b = pos, pos + len(line)
-        pos = b + 1
-        if not line.strip():
-            continue
-        if tokens_of(line) <= budget:
-            out.append((a, b))
-            continue
-        pieces, cut = [], a
-        for m in _SENTENCE_END.finditer(line):
-            pieces.append((cut, a + m.start()))
-            cut = a + m.end()
-        pieces.append((cut, b))
-        for pa, pb in pieces:
-            if offsets_of is not None and (len(pieces) == 1 or tokens_of(src[pa:pb]) > budget):
-                out.extend((pa + x, pa + y) for x, y in _word_runs(src[pa:pb], offsets_of, budget))
-            else:
-                out.append((pa, pb))
-    return out
-
-
-def _word_runs(piece: str, offsets_of, budget: int) -> list[tuple[int, int]]:
-    """[a, b) runs of `piece` of at most about budget/2 tokens, cut at the last gap between words
-    in the second half of each run, else between two tokens (one "word" over the budget: a URL, a
-    base64 blob, text in a script written without spaces). Half the budget, so split_long_unit can
-    pack and even them out."""
-    offsets = offsets_of(piece)
-    size = max(budget // 2, 1)
-    if len(offsets) <= size:
-        return [(0, len(piece))]
-    runs, i = [], 0
-    while i < len(offsets):
-        j = min(i + size, len(offsets))
-        if j < len(offsets):
-            # the last token in the second half of the run that starts after a gap between words
-            for k in range(j, i + size // 2, -1):
-                if _WORD_GAP.fullmatch(piece[offsets[k - 1][1]:offsets[k][0]] or "x"):
-                    j = k
-                    break
-        a, b = offsets[i][0], offsets[j - 1][1]
-        runs.append((a, b))
-        i = j
-    return runs
-
-
-def _even_parts(atoms: list[tuple[int, int]], sizes: list[int], budget: int) -> list[list[tuple[int, int]]]:
-    """Atoms packed into as few parts as a greedy cut at `budget` needs, then evened out: a greedy
-    cut leaves a last part of one line, a fragment of its own."""
-    greedy, acc = 1, 0
-    for n in sizes:
-        if acc and acc + n > budget:
-            greedy, acc = greedy + 1, 0
-        acc += n
-    target = sum(sizes) / greedy
-    parts, current, acc = [], [], 0
-    for atom, n in zip(atoms, sizes):
-        if current and (acc + n > budget or (acc + n / 2 > target and len(parts) < greedy - 1)):
-            parts.append(current)
-            current, acc = [], 0
-        current.append(atom)
-        acc += n
-    parts.append(current)
-    return parts
-
-
-def split_long_unit(unit: Unit, text: str, counter: TokenCounter, budget: int) -> list[Unit]:
-    """A list item, quote or HTML block over the budget, cut between lines (then sentences) into
-    parts of about equal size, each within the budget where the atoms allow. Each part points at its
-    own source range and is normalized on its own. Code blocks and tables have their own cutters:
-    their parts must stay a fenced block and a table with its header."""
-    src = text[unit.start:unit.end]
-    atoms = _atoms(src, lambda s: counter.count([s])[0], budget, counter.offsets)
-    if len(atoms) < 2:
-        return [unit]
-    parts = _even_parts(atoms, counter.count([src[a:b] for a, b in atoms]), budget)
-    out = []
-    for part in parts:
-        a, b = part[0][0], part[-1][1]
-        body = normalize(src[a:b], unit.kind, Counter())  # the unit's changes were counted already
-        if body:
-            out.append(Unit(unit.start + a, unit.start + b, unit.kind, unit.block, body, words=word_count(body)))
-    for u, n in zip(out, counter.count([u.text for u in out])):
-        u.tokens = n
-    return out or [unit]
-
-
-_FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})")  # a code unit's opening fence (parse.py typed the block)
-
-
-def split_code(unit: Unit, text: str, counter: TokenCounter, budget: int) -> list[Unit]:
-    """A fenced code block over the budget, cut between lines (a line over the budget between
-    words, then tokens) into parts of about equal size. Every part is a fenced block again: the
-    opening fence line, info string included, and the closing fence are repeated, so each chunk still
-    reads as code in its language. Offsets of a part cover its own lines."""
-    src = text[unit.start:unit.end]
-    lines = src.split("\n")
-    m = _FENCE.match(lines[0])
-    if not m or len(lines) < 3:
-        return [unit]
-    fence, opener = m["fence"], lines[0].strip()
-    closed = lines[-1].strip() and set(lines[-1].strip()) == {fence[0]} and len(lines[-1].strip()) >= len(fence)
-    inner_a = len(lines[0]) + 1
-    inner_b = len(src) - len(lines[-1]) - 1 if closed else len(src)
-    inner = src[inner_a:inner_b]
-    (wrap_tokens,) = counter.count([f"{opener}\n\n{fence}"])
-    room = max(budget - wrap_tokens, 8)
-    atoms = [(inner_a + a, inner_a + b) for a, b in _atoms(inner, lambda s: counter.count([s])[0], room,
-                                                           counter.offsets)]
-    if len(atoms) < 2:
-        return [unit]
-    parts = _even_parts(atoms, counter.count([src[a:b] for a, b in atoms]), room)
-    out = []
-    for n, part in enumerate(parts):
-        a, b = part[0][0], part[-1][1]
-        body = normalize(f"{opener}\n{src[a:b]}\n{fence}", "code", Counter())  # counted with the unit already
-        start = unit.start if n == 0 else unit.start + a
-        end = unit.end if n == len(parts) - 1 else unit.start + b
-        out.append(Unit(start, end, "code", unit.block, body, words=word_count(body)))
-    for u, n in zip(out, counter.count([u.text for u in out])):
-        u.tokens = n
-    return out
-
-
-def _pack_rows(rows: list, row_tokens: list[int], header_tokens: int, budget: int) -> list[list]:
-    parts, current, tokens = [], [], header_tokens
-    for row, n in zip(rows, row_tokens):
-        if current and tokens + n > budget:
-            parts.append(current)
-            current, tokens = [], header_tokens
-        current.append(row)
-        tokens += n
-    parts.append(current)
-    return parts
-
-
 def _whole_document(doc: dict, kept: list, counter: TokenCounter, limit: int) -> Group | None:
     """The whole document as one group, its headings in the body, when it fits the window under the
     title alone. Scope before length: a short page whose every section fits one chunk is read best
@@ -393,10 +208,11 @@ def _whole_document(doc: dict, kept: list, counter: TokenCounter, limit: int) ->
         if heading is not None and (sec_units or opens):
             units.append(heading)
         units.extend(sec_units)
-    if not units:
+    tokens = sum(u.tokens for u in units)
+    if not units or tokens > limit:  # most documents: decided before the tokenizer is asked
         return None
     (prefix,) = counter.count([doc["title"] + "\n[H2] [CODE] [LIST] [P]\n\n"])
-    if sum(u.tokens for u in units) + prefix > limit:
+    if tokens + prefix > limit:
         return None
     return Group([], 0, units, sections=len(kept))
 

@@ -249,21 +249,6 @@ def test_a_long_line_without_sentence_ends_is_cut_between_words():
     assert all(w in words for r in rows for w in r["text"].split())  # no word was cut in two
 
 
-def test_a_sentence_over_the_budget_is_cut_between_words_then_tokens():
-    from jobs.markdown.windows import split_long_unit
-
-    counter = token_counter(MODEL)
-    words = " ".join(f"word{i}" for i in range(2000))
-    blob = "Q" * 6000  # one "word" far over the budget: cut between tokens
-    text = words + " " + blob
-    parts = split_long_unit(Unit(0, len(text), "sent", 0, text), text, counter, 200)
-    assert len(parts) > 5 and all(p.tokens <= 200 for p in parts)
-    assert [p.kind for p in parts] == ["sent"] * len(parts)
-    assert all(a.end <= b.start for a, b in zip(parts, parts[1:]))
-    assert "".join(text[p.start:p.end] for p in parts).replace(" ", "") == text.replace(" ", "")
-    assert all(text[p.start:p.end] == p.text for p in parts)
-
-
 def test_a_document_that_fits_the_window_is_one_chunk_with_its_headings_in_the_body():
     intro = ("This is a non-linear contrast change useful for photo adjustments; it preserves highlight and shadow "
              "detail. The midpoint is the midpoint of contrast and must lie between zero and one, typically a half. "
