@@ -42,6 +42,8 @@ from jobs.rows import doc_marker, error_row, storable
 _EXACT = {"code", "html"}  # embedded as written; prose and table cells are rendered (jobs/markdown/inline.py)
 _TAG = {"sent": "p", "list": "list", "code": "code", "table": "table", "quote": "quote", "html": "html"}
 _PROSE = {"sent", "list", "quote"}
+# What a breadcrumb is followed by when a window's room is estimated: a typical tag line and the blank line.
+_TAG_LINE = "\n[H2] [CODE] [LIST] [P]\n\n"
 
 
 def breadcrumb_parts(title: str, heading_path: list[str]) -> list[str]:
@@ -211,7 +213,7 @@ def _whole_document(doc: dict, kept: list, counter: TokenCounter, limit: int) ->
     tokens = sum(u.tokens for u in units)
     if not units or tokens > limit:  # most documents: decided before the tokenizer is asked
         return None
-    (prefix,) = counter.count([doc["title"] + "\n[H2] [CODE] [LIST] [P]\n\n"])
+    (prefix,) = counter.count([doc["title"] + _TAG_LINE])
     if tokens + prefix > limit:
         return None
     return Group([], 0, units, sections=len(kept))
@@ -224,7 +226,7 @@ def _groups(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, limit: int, s
     # What the window leaves a unit once its section's breadcrumb and a tag line precede it (a merged
     # group's breadcrumb is its parent's, never longer); one tokenizer call for all sections.
     prefixes = counter.count([cfg.breadcrumb_separator.join(breadcrumb_parts(doc["title"], k[0]["heading_path"]))
-                              + "\n[H2] [CODE] [LIST] [P]\n\n" for k in kept]) if kept else []
+                              + _TAG_LINE for k in kept]) if kept else []
     for (_, units, _, _), prefix_tokens in zip(kept, prefixes):
         budget = max(limit - prefix_tokens, 16)
         for i in range(len(units) - 1, -1, -1):
@@ -291,12 +293,11 @@ def document_abstract(doc: dict, keys: list[str]) -> str:
     return ""
 
 
-def _add_abstract(groups: list[Group], abstract: str, counter: TokenCounter) -> None:
-    """The abstract opens the first group as a unit of its own, so the token budget counts it."""
+def _add_abstract(groups: list[Group], abstract: str, tokens: int) -> None:
+    """The abstract (`tokens` long) opens the first group as a unit of its own, so the token budget counts it."""
     if not groups or not abstract or abstract.casefold() in " ".join(u.text for u in groups[0].units).casefold():
         return
     first = groups[0].units[0]
-    (tokens,) = counter.count([abstract])
     groups[0].units.insert(0, Unit(first.start, first.start, "abstract", -(10**9), abstract, tokens,
                                    word_count(abstract)))
 
@@ -320,13 +321,13 @@ def structured_drafts(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, sta
     limit = min(cfg.max_tokens, counter.limit)
     drafts = []
     abstract = document_abstract(doc, description_keys or [])
-    reserve = counter.count([abstract])[0] if abstract else 0
-    groups = _groups(doc, cfg, counter, limit, stats, reserve)
-    _add_abstract(groups, abstract, counter)
+    abstract_tokens = counter.count([abstract])[0] if abstract else 0
+    groups = _groups(doc, cfg, counter, limit, stats, abstract_tokens)
+    _add_abstract(groups, abstract, abstract_tokens)
     for group in groups:
         path = breadcrumb_parts(doc["title"], group.heading_path)
         crumb = cfg.breadcrumb_separator.join(path)
-        (prefix_tokens,) = counter.count([crumb + "\n[H2] [CODE] [LIST] [P]\n\n"])
+        (prefix_tokens,) = counter.count([crumb + _TAG_LINE])
         windows = _windows(group, cfg, max(limit - prefix_tokens, 16))
         w_index = 0
         while w_index < len(windows):

@@ -393,3 +393,10 @@ def copy_rows(conn, schema: str, table: str, rows: list[dict], vector_type: str 
         for r in rows:
             copy.write_row([wrap(r[c]) if t == "vector" else r.get(c) for c, t in CHUNK_COLUMNS])
     return len(rows)
+
+
+def corpusmill_eval(collection: str, golden: str, config: Path | None = None, exact: bool = True) -> dict:
+    """`corpusmill eval --json` of a collection in its config's search mode (`exact`: vectors by a flat
+    scan, as the LangChain-style script's table is searched)."""
+    return json.loads(run([str(BIN / "corpusmill"), "eval", "--collection", collection, "--golden", golden, "--json"]
+                          + (["--config", str(config)] if config else []) + (["--exact"] if exact else []))["stdout"])

@@ -122,12 +122,6 @@ def _quality_row(name: str, chunks: int | None, ev: dict) -> list:
     return [name, chunks, p.get("recall@1"), p.get("recall@5"), p.get("recall@10"), p.get("mrr"), d.get("recall@1")]
 
 
-def _corpusmill_eval(collection: str, golden: str) -> dict:
-    """`corpusmill eval --exact` of a collection: the same exact cosine scan as evaluate_table."""
-    return json.loads(common.run([str(common.BIN / "corpusmill"), "eval", "--collection", collection, "--golden",
-                                  golden, "--exact", "--json"])["stdout"])
-
-
 def bench() -> dict:
     from ops.bench import described
 
@@ -139,7 +133,7 @@ def bench() -> dict:
     held_out = described.build(src, common.work_dir() / "described")
     root = Path(held_out["corpus"])
     cm = common.ingest(root, "bench_lc_cm", tag="langchain-cm")
-    cm_desc = _corpusmill_eval("bench_lc_cm", held_out["golden"])
+    cm_desc = common.corpusmill_eval("bench_lc_cm", held_out["golden"])
     lc = common.python("ops.bench.langchain_baseline", "run", str(root), "lc_corpus",
                        log=common.out_dir() / "langchain.run.log")
     lc_desc = common.python("ops.bench.langchain_baseline", "eval", "lc_corpus", held_out["golden"])
@@ -151,7 +145,7 @@ def bench() -> dict:
     xdir = common.work_dir() / "xquad-md"
     squad_to_markdown(common.XQUAD, xdir)
     cm_x = common.ingest(xdir, "bench_xquad", tag="langchain-xquad")
-    cm_eval = _corpusmill_eval("bench_xquad", str(common.XQUAD))
+    cm_eval = common.corpusmill_eval("bench_xquad", str(common.XQUAD))
     lc_x = common.python("ops.bench.langchain_baseline", "run", str(xdir), "lc_xquad",
                          log=common.out_dir() / "langchain.xquad.log")
     lc_eval = common.python("ops.bench.langchain_baseline", "eval", "lc_xquad", str(common.XQUAD))

@@ -32,7 +32,6 @@ BENCH_OUT/retrieval.json. The whole table takes 41 to 60 minutes in one go on 2 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -93,11 +92,11 @@ def run_set(name: str) -> dict:
             print(f"[{name}] ingest {pipeline} ({config.name})", file=sys.stderr, flush=True)
             run = common.ingest(corpus, collection, config=config, tag=f"eval-{name}-{pipeline}")
             chunks, wall = run["metrics"]["chunks"]["embedded"], round(run["wall_s"], 1)
-        ev = evaluate(config, collection, golden, exact=True)
+        ev = common.corpusmill_eval(collection, golden, config, exact=True)
         out["pipelines"][pipeline] = {"chunks": chunks, "wall_s": wall, "questions": ev["n"], "levels": _levels(ev)}
         if pipeline == "default":
             out["pipelines"]["index"] = {"chunks": out["pipelines"][pipeline]["chunks"], "questions": ev["n"],
-                                         "levels": _levels(evaluate(config, collection, golden, exact=False))}
+                                         "levels": _levels(common.corpusmill_eval(collection, golden, config, exact=False))}
     table = f"eval_lc_{name}"
     stored = stored_rows(table=table) if reusing() else None
     if stored is None:
@@ -135,13 +134,6 @@ def stored_rows(collection: str | None = None, table: str | None = None) -> int 
                 return None
             ident, where = sql.Identifier("bench", table), sql.SQL("")
         return int(store.conn.execute(sql.SQL("SELECT count(*) FROM {}").format(ident) + where).fetchone()[0])
-
-
-def evaluate(config: Path, collection: str, golden: str, exact: bool) -> dict:
-    """`corpusmill eval` of a collection in the config's search mode (`exact`: vectors by a flat scan)."""
-    return json.loads(common.run([str(common.BIN / "corpusmill"), "eval", "--config", str(config),
-                                  "--collection", collection, "--golden", golden, "--json"]
-                                 + (["--exact"] if exact else []))["stdout"])
 
 
 def bench() -> dict:
