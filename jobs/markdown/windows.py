@@ -11,9 +11,10 @@
    Units over the window are cut first (jobs/markdown/cuts.py): a table between rows (header
    repeated); a code block between lines, each part fenced again with the opening fence's info
    string (`yaml`, `terminal`) and, in `embed_text`, after the sentence that introduced the block
-   when one ending in ':' did ("Restore the etcd data by running this script:"); a list item, quote, HTML block or sentence between lines, then
-   sentences, then words (then tokens, for a "word" over the limit). Every unit fits the window its
-   section's breadcrumb leaves, so no chunk's tail is lost to the embedding model.
+   when one ending in ':' did ("Restore the etcd data by running this script:"); a list item,
+   quote, HTML block or sentence between lines, then sentences, then words (then tokens, for a
+   "word" over the limit). Every unit fits the window its section's breadcrumb leaves, so no
+   chunk's tail is lost to the embedding model.
 4. Short windows of bullets merge forward.
 5. A chunk's `text` is its units as normalized; its `embed_text` is the breadcrumb, a tag line and the
    same units with prose and table cells rendered as a reader sees them (escapes resolved, link text without its URL,
