@@ -14,6 +14,7 @@ handful of documents runs the same stages and writer in this process, without Ra
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -40,7 +41,6 @@ from jobs.in_process import runs_in_process, write_in_process
 from jobs.plan import make_plan_for
 from jobs.sources.discover import SOURCE_TYPES, SourceFile, relocate
 from jobs.sources.manifest import roots_of
-from jobs.sources.reads import read_bytes
 from jobs.sources.storage import StorageOptions
 from jobs.sources.uris import is_remote, join, local_path
 from jobs.store.connection import DatabaseUnavailable
@@ -49,6 +49,7 @@ from jobs.store.locks import CollectionBusy
 from jobs.store.parquet import RunOutput
 from jobs.store.pgvector import PgStore
 from jobs.store.url import database_url
+from jobs.store.work_items import WorkItems
 from jobs.store.writers import DocumentWriter, Progress, SinkStats
 from jobs.tools.report import write_report
 
@@ -111,14 +112,23 @@ def _record_lost(store: PgStore, coll, run_id: str, stats: SinkStats) -> None:
                                "message": message})
 
 
-def _take_released(store: PgStore, cfg: JobConfig, plan, released: list[str], storage: StorageOptions) -> None:
+def _work_item(collection: str, f: SourceFile, fingerprint: str, run_id: str) -> dict:
+    """What the first stage needs of a file to process (jobs.rows.WORK_FIELDS)."""
+    return {"doc_id": doc_id(collection, f.source_path), "collection": collection, "source_path": f.source_path,
+            "abs_path": f.abs_path, "source_type": f.source_type, "content_sha256": f.content_sha256,
+            "size_bytes": f.size_bytes, "pipeline_fingerprint": fingerprint, "run_id": run_id}
+
+
+def _take_released(store: PgStore, cfg: JobConfig, plan, released: list[str], storage: StorageOptions,
+                   work: WorkItems, queue) -> None:
     """A deleted document may have held text other documents only recorded a copy of
     (jobs/store/shared_text.py); those were marked pending (`released`). Unchanged ones are re-chunked
     in this run rather than the next, so the text is back in the index when this run ends. The plan
     keeps no unchanged file, so each is found again under the roots (a file changed since the freeze
     of a manifest stays out, as the plan left it)."""
-    planned = {f.source_path for f in plan.to_process} | set(plan.not_as_frozen)
-    stored = store.stored_documents(cfg.collection, sorted(set(released) - planned))
+    candidates = sorted(set(released) - set(plan.not_as_frozen))
+    planned = work.planned(candidates)
+    stored = store.stored_documents(cfg.collection, [p for p in candidates if p not in planned])
     roots = roots_of(cfg.input.roots, cfg.input.manifest)
     moved = []
     for path, doc in sorted(stored.items()):
@@ -129,6 +139,7 @@ def _take_released(store: PgStore, cfg: JobConfig, plan, released: list[str], st
     if moved:
         plan.unchanged -= len(moved)
         plan.retry += moved
+        plan.hand_over(queue)
         log.info("%d unchanged documents re-chunked: they shared text only a deleted document held", len(moved))
 
 
@@ -180,14 +191,23 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
     dim = embedding_dimension(cfg.embedding.model)
     check_backend(cfg.embedding.reference)  # a missing onnx/openvino runtime is told before Ray starts
 
-    with PgStore(database_url(cfg), cfg.database.schema_name, reconnect_seconds=cfg.database.reconnect_seconds) as store:
+    url = database_url(cfg)
+    with PgStore(url, cfg.database.schema_name, reconnect_seconds=cfg.database.reconnect_seconds) as store, \
+            contextlib.ExitStack() as scope:
         store.migrate()
         # One writer per collection, from any shell or machine: a second run waits or exits naming this one.
         store.lock_collection(cfg.collection, f"corpusmill ingest {run_id}", cfg.database.lock_wait_seconds)
         coll = store.ensure_collection(cfg.collection, cfg.embedding.reference, dim)
+        # The files to process go to the database a listing page at a time, not into this process's memory.
+        work = scope.enter_context(WorkItems(url, cfg.database.schema_name, cfg.collection, run_id))
+
+        def queue(files: list[SourceFile]) -> None:
+            work.add([_work_item(cfg.collection, f, fingerprint, run_id) for f in files],
+                     [(f.size_bytes, f.listing_tag) for f in files])
+
         t0 = time.monotonic()
         plan = make_plan_for(cfg, store, storage, on_relisted=lambda files: store.record_listing(
-            cfg.collection, [(f.source_path, f.size_bytes, f.listing_tag) for f in files]))
+            cfg.collection, [(f.source_path, f.size_bytes, f.listing_tag) for f in files]), on_work=queue)
         stage_stats: dict = {"discover_plan": {"files": sum(plan.counts().values()) - len(plan.delete),
                                                "read": plan.hashed, "seconds": round(time.monotonic() - t0, 3)}}
         # Before Ray starts and the run is recorded: a deletion can add re-chunks to the plan (_take_released).
@@ -195,10 +215,11 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
         for path in plan.delete:
             store.delete_document(coll, path, released)
         if released:
-            _take_released(store, cfg, plan, released, storage)
+            _take_released(store, cfg, plan, released, storage, work, queue)
         started_ray, on_ray = False, None
-        in_process = runs_in_process(cfg, len(plan.to_process))  # a handful of documents: no Ray (jobs/in_process.py)
-        if plan.to_process and not in_process:  # before anything is recorded: a run that cannot read its inputs never starts
+        documents = plan.processing
+        in_process = runs_in_process(cfg, documents)  # a handful of documents: no Ray (jobs/in_process.py)
+        if documents and not in_process:  # before anything is recorded: a run that cannot read its inputs never starts
             from jobs import on_ray  # late: Ray's imports take seconds, which a small run in process does without
 
             started_ray = on_ray.start(cfg)
@@ -211,42 +232,28 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
                               not_as_frozen=plan.not_as_frozen)
         log.info("run %s: %s", run_id, ", ".join(f"{v} {k}" for k, v in plan.counts().items()))
 
-        items = [{
-            "doc_id": doc_id(cfg.collection, f.source_path), "collection": cfg.collection,
-            "source_path": f.source_path, "abs_path": f.abs_path, "source_type": f.source_type,
-            "content_sha256": f.content_sha256, "size_bytes": f.size_bytes,
-            "pipeline_fingerprint": fingerprint, "run_id": run_id,
-        } for f in plan.to_process]
         # The listing each file came with goes on its pending row; its commit keeps it (keep_listing).
-        store.mark_pending(cfg.collection, run_id, [dict(i, source_size=f.size_bytes, source_etag=f.listing_tag)
-                                                    for i, f in zip(items, plan.to_process)])
-        if cfg.input.read_via_driver:
-            for item in items:  # local files only: object-store URIs are read by the tasks themselves
-                if not is_remote(item["abs_path"]):
-                    item["content"] = read_bytes(item["abs_path"])
-
-        url = database_url(cfg)
+        work.mark_pending()
         writer = on_ray.ChunkDatasink if on_ray else DocumentWriter  # Ray's write tasks, or this process
         sink = writer(url, cfg.database.schema_name, coll, run_id, label=f"corpusmill ingest {run_id}",
                       share_text=cfg.database.shared_text == "once", batch_rows=cfg.sink.flush_rows,
                       batch_seconds=cfg.sink.flush_seconds, reconnect_seconds=cfg.database.reconnect_seconds,
                       parts=output.part_writer(), keep_listing=True)
         status = "ok"
-        if items:
+        if documents:
             # Vectors of texts the collection holds (unchanged chunks of an edited page, repeated blocks) are
             # reused, and those other collections embedded with the same model.
             known = vectors_to_reuse(store, url, cfg.database.schema_name, cfg.embedding, coll.embedding_model,
                                      coll.dimension, own=coll.chunk_table)
-            md_items = [i for i in items if i["source_type"] == "markdown"]
-            xl_items = [i for i in items if i["source_type"] == "excel"]
             writers = 1
             try:
-                with Progress(url, cfg.database.schema_name, cfg.collection, run_id, len(items)):
+                with Progress(url, cfg.database.schema_name, cfg.collection, run_id, documents):
                     if on_ray:
-                        stage_stats["pipeline"], writers = on_ray.write_on_ray(cfg, md_items, xl_items, storage, known,
-                                                                               sink, output, url)
+                        stage_stats["pipeline"], writers = on_ray.write_on_ray(cfg, work, storage, known, sink, output,
+                                                                               url)
                     else:
-                        stage_stats["pipeline"] = write_in_process(cfg, md_items, xl_items, storage, known, sink)
+                        stage_stats["pipeline"] = write_in_process(cfg, work.items("markdown"), work.items("excel"),
+                                                                   storage, known, sink)
             except BaseException as exc:
                 # Committed documents stay committed; the rest stay pending and the next run resumes them.
                 cause = _cause(exc)
@@ -260,9 +267,9 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
                 if database_fault:
                     try:
                         done = store.run_document_counts(cfg.collection, run_id)
-                        so_far = f"after {done['done'] + done['failed']} of {len(items)} documents"
+                        so_far = f"after {done['done'] + done['failed']} of {documents} documents"
                     except Exception:  # the server is what failed: say what is known
-                        so_far = f"with some of {len(items)} documents committed"
+                        so_far = f"with some of {documents} documents committed"
                     what = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
                     raise RunStopped(
                         f"run {run_id} stopped {so_far}: "
@@ -271,7 +278,7 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
                 raise
             _record_lost(store, coll, run_id, sink.stats)
             output.fetch_parts()
-            stage_stats["sink"] = {"documents": len(items), "seconds": round(sink.stats.seconds, 3),
+            stage_stats["sink"] = {"documents": documents, "seconds": round(sink.stats.seconds, 3),
                                    "writers": writers, "transactions": sink.stats.transactions,
                                    "nodes": len(sink.stats.nodes), "in_process": in_process}
             stage_stats["stages"] = stage_summary(stage_stats, sink.stats.vectors)
@@ -290,7 +297,7 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
         result.metrics["stages"] = stage_stats | {"seconds_total": round(result.seconds, 2)}
         limit = min(cfg.chunking.max_tokens, token_counter(cfg.embedding.model).limit)
         result.metrics["token_limit"] = limit
-        if items or plan.delete:
+        if documents or plan.delete:
             # The collection changed: measure what is now in the index and hold it to the gates.
             # A server restart after the write (the run's documents are in) must not fail the run here.
             index = store.read(index_metrics, coll, token_limit=limit)

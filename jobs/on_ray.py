@@ -5,6 +5,9 @@ it joins (jobs/ray_session.py).
     work items ─┬─ markdown: parse (tasks) ─► sentences (spaCy actors) ─► chunk (tasks) ─┐
                 └─ excel: rows → chunks (tasks) ─────────────────────────────────────────┴─► embed (actors) ─► writers
 
+The work items start as ranges of the run's rows in the `work_items` table (jobs/store/work_items.py),
+read by the branch's first tasks, so the driver never holds a list of every file.
+
 jobs/ingest.py imports this module only for a run that uses Ray: Ray and Ray Data take seconds to
 import, which a small run in process (jobs/in_process.py) does without.
 """
@@ -19,17 +22,21 @@ import ray
 import ray.data
 
 from jobs import adapter
-from jobs.config import JobConfig
+from jobs.adapter import Stage
+from jobs.config import JobConfig, ResourcesConfig
 from jobs.embed.layout import embed_layout, embed_resources
 from jobs.errors import ConfigError
 from jobs.pipeline import embed_stage, excel_stage, markdown_stages
 from jobs.ray_session import cores_of, init_ray, stop_ray_in_background
+from jobs.rows import WORK_SCHEMA
 from jobs.sources.manifest import roots_of
-from jobs.sources.reads import local_read_refusal
+from jobs.sources.reads import local_read_refusal, read_bytes
 from jobs.sources.storage import StorageOptions
+from jobs.sources.uris import is_remote
 from jobs.store.datasink import ChunkDatasink, writer_args
 from jobs.store.known_vectors import KnownVectors
 from jobs.store.parquet import RunOutput
+from jobs.store.work_items import WorkItems, read_work_items
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +53,12 @@ def stop() -> threading.Thread:
     return stop_ray_in_background()
 
 
-def write_on_ray(cfg: JobConfig, md_items: list[dict], xl_items: list[dict], storage: StorageOptions | None,
-                 known: KnownVectors | None, sink: ChunkDatasink, output: RunOutput, url: str) -> tuple[dict, int]:
-    """The work items through the stages into `sink`'s parallel write tasks. Returns the per-operator
+def write_on_ray(cfg: JobConfig, work: WorkItems, storage: StorageOptions | None, known: KnownVectors | None,
+                 sink: ChunkDatasink, output: RunOutput, url: str) -> tuple[dict, int]:
+    """The run's work items through the stages into `sink`'s parallel write tasks. Returns the per-operator
     rows and seconds (operator_stats) and the number of writers; Ray Data's own stats go to the run
     directory's ray_stats.txt."""
-    ds = build_dataset(cfg, md_items, xl_items, storage, known)
+    ds = build_dataset(cfg, work, storage, known)
     writers = cfg.sink.writers_for(cores_of(ray.cluster_resources()))
     log.info("writing: %d parallel writers", writers)
     ds.write_datasink(sink, concurrency=writers, ray_remote_args=writer_args(output.uri, url, cfg.sink.placement))
@@ -82,11 +89,13 @@ def fuse_markdown(cfg: JobConfig, local: bool = True) -> bool:
     return cfg.ray.fuse_markdown
 
 
-def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
-                  storage: StorageOptions | None = None, known: KnownVectors | None = None):
-    """The Ray Data plan: one branch per source type, unioned before the embedding actor pool. Work
-    items carry each source's path or object URI; the parse tasks read it on their own node, with
-    `storage` (endpoint, region, secret-file credentials as SecretStr) shipped in the stage arguments."""
+def build_dataset(cfg: JobConfig, work: WorkItems, storage: StorageOptions | None = None,
+                  known: KnownVectors | None = None):
+    """The Ray Data plan: one branch per source type, unioned before the embedding actor pool. Each
+    branch starts from ranges of the run's work items (jobs/store/work_items.py), which its first tasks
+    read from the database; work items carry each source's path or object URI, and the parse tasks
+    read it on their own node, with `storage` (endpoint, region, secret-file credentials as SecretStr)
+    shipped in the stage arguments."""
     local = not os.environ.get("RAY_ADDRESS")  # a Ray of this process's own, not a cluster joined
     retries = cfg.ray.task_retries
     # A block whose task failed past its retries (its worker died each time) is dropped instead of
@@ -95,29 +104,42 @@ def build_dataset(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
     # exceptions into error rows, so what fails a whole block is a lost worker, not one bad file.
     ray.data.DataContext.get_current().max_errored_blocks = -1
 
-    def source(items, rows_per_block: int):
-        # One block per batch of the first stage: bigger blocks would delay the first commits, smaller
-        # ones only add per-task overhead (every task costs the driver, the raylet and a worker).
-        return ray.data.from_items(items, override_num_blocks=max(1, min(256, -(-len(items) // rows_per_block))))
+    counts = work.counts()
+    reader = Stage("work_items", read_work_items, WORK_SCHEMA, ResourcesConfig(num_cpus=0.25, batch_size=1),
+                   {"url": work.url, "schema": work.schema})
+
+    def source(source_type: str, rows_per_block: int):
+        # One block per batch of the first stage, at most 256: bigger blocks would delay the first
+        # commits, smaller ones only add per-task overhead (every task costs the driver, the raylet and a worker).
+        n = counts[source_type]
+        per_block = max(rows_per_block, -(-n // 256))
+        if cfg.input.read_via_driver:  # the bytes travel in the items: this driver holds them all anyway
+            items = work.items(source_type)
+            for item in items:  # local files only: object-store URIs are read by the tasks themselves
+                if not is_remote(item["abs_path"]):
+                    item["content"] = read_bytes(item["abs_path"])
+            return ray.data.from_items(items, override_num_blocks=-(-n // per_block))
+        ranges = work.ranges(source_type, per_block)
+        return adapter.apply(ray.data.from_items(ranges, override_num_blocks=len(ranges)), reader, retries)
 
     branches = []
-    if md_items:
+    if counts.get("markdown"):
         stages = markdown_stages(cfg, storage)
         if fuse_markdown(cfg, local):
-            md = adapter.apply(source(md_items, cfg.sentences.resources.batch_size),
+            md = adapter.apply(source("markdown", cfg.sentences.resources.batch_size),
                                adapter.fuse(stages, cfg.sentences.resources), retries)
         else:
-            md = source(md_items, cfg.ray.parse.batch_size)
+            md = source("markdown", cfg.ray.parse.batch_size)
             for stage in stages:
                 md = adapter.apply(md, stage, retries)
         branches.append(md)
-    if xl_items:
-        branches.append(adapter.apply(source(xl_items, cfg.ray.excel.batch_size), excel_stage(cfg, storage), retries))
+    if counts.get("excel"):
+        branches.append(adapter.apply(source("excel", cfg.ray.excel.batch_size), excel_stage(cfg, storage), retries))
     ds = branches[0] if len(branches) == 1 else branches[0].union(*branches[1:])
     emb = cfg.embedding
     cluster = ray.cluster_resources()
     cores = cores_of(cluster)
-    actors, workers = embed_layout(cfg, cluster, cores, len(md_items) + len(xl_items), local)
+    actors, workers = embed_layout(cfg, cluster, cores, sum(counts.values()), local)
     log.info("embedding: %d actor(s) × %d encoder worker(s), %s torch thread(s) each (%s)", actors, workers,
              emb.torch_threads or "default",
              f"{cluster.get('GPU', 0):g} GPU(s)" if emb.resources.num_gpus else f"{cores} cores")

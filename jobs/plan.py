@@ -5,8 +5,9 @@ importing Ray, torch or spaCy (the stages' modules pull them in).
 
 A listing is planned a page at a time (jobs.sources.discover.iter_discovered): each page's stored
 documents are looked up by path, the listed paths go to a temporary table (jobs/store/listed_paths.py)
-and the plan keeps only the files to process, so an unchanged rerun over a large corpus holds little
-more than a page. A frozen manifest is one JSON file read whole, and is planned whole.
+and the plan keeps only the files to process (or, for an ingest, hands them on page by page to be
+stored as work items: jobs/store/work_items.py), so a run over a large corpus holds little more than
+a page. A frozen manifest is one JSON file read whole, and is planned whole.
 """
 
 from __future__ import annotations
@@ -27,14 +28,18 @@ log = logging.getLogger(__name__)
 
 
 def make_plan_for(cfg: JobConfig, store: PgStore, storage: StorageOptions | None = None,
-                  on_relisted: Callable[[list[SourceFile]], None] | None = None) -> Plan:
+                  on_relisted: Callable[[list[SourceFile]], None] | None = None,
+                  on_work: Callable[[list[SourceFile]], None] | None = None) -> Plan:
     """Discover and plan. Files whose listing matches what the store recorded are not read (unless
-    input.trust_listing is off); the sha256 of the others decides add/update/skip. `on_relisted`: see
-    jobs.sources.changes.Planner."""
+    input.trust_listing is off); the sha256 of the others decides add/update/skip. `on_relisted` and
+    `on_work`: see jobs.sources.changes.Planner."""
     storage = storage or StorageOptions.from_config(cfg.storage)
     if cfg.input.manifest is not None:
-        return _frozen_plan(cfg, store, storage)
-    planner, skipped = Planner(cfg.fingerprint(), on_relisted), []
+        plan = _frozen_plan(cfg, store, storage)
+        if on_work:
+            plan.hand_over(on_work)
+        return plan
+    planner, skipped = Planner(cfg.fingerprint(), on_relisted, on_work), []
     with ListedPaths(store.url, store.schema) as listed:
         for page in iter_discovered(cfg.input.roots, cfg.input.include, cfg.input.exclude, storage,
                                     lambda paths: store.stored_documents(cfg.collection, paths), skipped,

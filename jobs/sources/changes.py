@@ -40,16 +40,33 @@ class Plan:
     # Local entries discovery passed over: {"root", "path", "reason", "target"}, reason one of
     # jobs.sources.listing.SKIP_REASONS (a link out of the root, a link loop, a broken link, a FIFO).
     skipped_links: list[dict] = field(default_factory=list)
+    # Files handed to the Planner's `on_work` as the plan was made ({"add": n, …}): counted, not kept.
+    handed: dict[str, int] = field(default_factory=dict)
 
     @property
     def to_process(self) -> list[SourceFile]:
+        """The files to process this plan still holds (none of those it handed on)."""
         return self.add + self.update + self.retry
+
+    @property
+    def processing(self) -> int:
+        """Files to process, held or handed on."""
+        return len(self.to_process) + sum(self.handed.values())
+
+    def hand_over(self, on_work: Callable[[list[SourceFile]], None]) -> None:
+        """Hand the files to process this plan holds to `on_work` (then it holds only their counts)."""
+        for kind in ("add", "update", "retry"):
+            files = getattr(self, kind)
+            if files:
+                on_work(files)
+                self.handed[kind] = self.handed.get(kind, 0) + len(files)
+                setattr(self, kind, [])
 
     def counts(self) -> dict[str, int]:
         return {
-            "add": len(self.add),
-            "update": len(self.update),
-            "retry": len(self.retry),
+            "add": len(self.add) + self.handed.get("add", 0),
+            "update": len(self.update) + self.handed.get("update", 0),
+            "retry": len(self.retry) + self.handed.get("retry", 0),
             "skip": self.unchanged,
             "delete": len(self.delete),
         }
@@ -68,10 +85,13 @@ class Planner:
     """A plan made a page of files at a time (jobs.sources.discover.iter_discovered's pages: each file
     with what the store holds for it), so that what it holds grows with the work, not the corpus.
     `on_relisted(files)`: takes each page's relisted files (the ingest records their listing at once)
-    instead of the plan keeping them."""
+    instead of the plan keeping them. `on_work(files)`: likewise each page's files to process (the
+    ingest stores them as work items, jobs/store/work_items.py), so that a first run over a million
+    files holds a page of them, not the million."""
 
-    def __init__(self, fingerprint: str, on_relisted: Callable[[list[SourceFile]], None] | None = None):
-        self.plan, self.fingerprint, self.on_relisted = Plan(), fingerprint, on_relisted
+    def __init__(self, fingerprint: str, on_relisted: Callable[[list[SourceFile]], None] | None = None,
+                 on_work: Callable[[list[SourceFile]], None] | None = None):
+        self.plan, self.fingerprint, self.on_relisted, self.on_work = Plan(), fingerprint, on_relisted, on_work
 
     def add(self, page: Iterable[tuple[SourceFile, StoredDoc | None]]) -> None:
         plan, relisted = self.plan, []
@@ -91,6 +111,8 @@ class Planner:
             self.on_relisted(relisted)
         else:
             plan.relisted += relisted
+        if self.on_work:
+            plan.hand_over(self.on_work)
 
     def finish(self, not_listed: Iterable[str], skipped_links: list[dict], keep_removed: bool = False) -> Plan:
         """The plan, with `not_listed` (stored paths the listing did not find) planned for deletion

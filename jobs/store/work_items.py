@@ -1,0 +1,100 @@
+"""A run's work items in the database instead of the driver's memory (jobs/store/migrations/006_work_items.sql).
+
+The plan hands each listing page's files to `WorkItems.add` as it goes; the run then marks them pending
+in one statement (`mark_pending`), and the dataset's first stage (`read_work_items`, on the workers)
+reads them back by ranges of their sequence number, so what the driver holds is a few hundred ranges,
+not one dict per file. A small run in this process, or one whose driver reads every file
+(`input.read_via_driver`), takes its items whole (`items`): the first holds a handful, the second the
+files' bytes anyway.
+"""
+
+from __future__ import annotations
+
+import json
+
+from psycopg import sql
+
+from jobs.store.connection import connect
+
+
+class WorkItems:
+    """This run's work items; the connection is this object's own (`corpusmill plan` in pg_stat_activity).
+    Entering clears what an earlier run of the collection left (its driver was killed): the caller
+    holds the collection's lock, so no other run of it is going. Leaving deletes this run's rows."""
+
+    def __init__(self, url: str, schema: str, collection: str, run_id: str):
+        self.url, self.schema, self.collection, self.run_id = url, schema, collection, run_id
+        self.conn, self.added = None, 0
+
+    def __enter__(self) -> "WorkItems":
+        self.conn = connect(self.url, f"corpusmill plan {self.run_id}")
+        self.conn.execute(sql.SQL("DELETE FROM {} WHERE collection = %s").format(self._t), (self.collection,))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.conn.execute(sql.SQL("DELETE FROM {} WHERE run_id = %s").format(self._t), (self.run_id,))
+        except Exception:  # the server is what failed: the next run of the collection clears them
+            pass
+        finally:
+            self.conn.close()
+
+    @property
+    def _t(self) -> sql.Composed:
+        return sql.Identifier(self.schema, "work_items")
+
+    def add(self, items: list[dict], listings: list[tuple[int | None, str | None]]) -> None:
+        """Work items in plan order, each with the listing (size, etag) its pending row will keep."""
+        with self.conn.cursor() as cur, cur.copy(sql.SQL(
+                "COPY {} (run_id, collection, seq, source_type, source_path, source_size, source_etag, item) "
+                "FROM STDIN").format(self._t)) as copy:
+            for item, (size, etag) in zip(items, listings):
+                copy.write_row((self.run_id, self.collection, self.added, item["source_type"], item["source_path"],
+                                size, etag, json.dumps(item)))
+                self.added += 1
+
+    def counts(self) -> dict[str, int]:
+        """{source_type: items}"""
+        return dict(self.conn.execute(sql.SQL(
+            "SELECT source_type, count(*) FROM {} WHERE run_id = %s GROUP BY 1").format(self._t), (self.run_id,)))
+
+    def planned(self, paths: list[str]) -> set[str]:
+        """Which of `paths` this run already holds."""
+        rows = self.conn.execute(sql.SQL("SELECT source_path FROM {} WHERE run_id = %s AND source_path = ANY(%s)")
+                                 .format(self._t), (self.run_id, paths))
+        return {r[0] for r in rows}
+
+    def mark_pending(self) -> None:
+        """Every item's document becomes `pending` under this run, as PgStore.mark_pending does for a list."""
+        self.conn.execute(sql.SQL(
+            "INSERT INTO {docs} (collection, source_path, doc_id, source_type, status, run_id, source_size, source_etag) "
+            "SELECT collection, source_path, item->>'doc_id', source_type, 'pending', run_id, source_size, source_etag "
+            "FROM {work} WHERE run_id = %s "
+            "ON CONFLICT (collection, source_path) DO UPDATE SET status = 'pending', run_id = EXCLUDED.run_id, "
+            "source_size = EXCLUDED.source_size, source_etag = EXCLUDED.source_etag, updated_at = now()").format(
+            docs=sql.Identifier(self.schema, "documents"), work=self._t), (self.run_id,))
+
+    def ranges(self, source_type: str, per_range: int) -> list[dict]:
+        """Consecutive runs of `per_range` items of one source type, as rows for read_work_items."""
+        rows = self.conn.execute(sql.SQL(
+            "SELECT min(seq), max(seq) FROM (SELECT seq, (row_number() OVER (ORDER BY seq) - 1) / %s AS part "
+            "FROM {} WHERE run_id = %s AND source_type = %s) s GROUP BY part ORDER BY 1").format(self._t),
+            (per_range, self.run_id, source_type))
+        return [{"run_id": self.run_id, "source_type": source_type, "first": a, "last": b} for a, b in rows]
+
+    def items(self, source_type: str) -> list[dict]:
+        """All items of one source type, in plan order."""
+        return [r[0] for r in self.conn.execute(sql.SQL(
+            "SELECT item FROM {} WHERE run_id = %s AND source_type = %s ORDER BY seq").format(self._t),
+            (self.run_id, source_type))]
+
+
+def read_work_items(rows: list[dict], *, url: str, schema: str) -> list[dict]:
+    """Stage: ranges (WorkItems.ranges) -> the work items they cover, read on the worker."""
+    out = []
+    for r in rows:
+        with connect(url, f"corpusmill work items {r['run_id']}") as conn:
+            out.extend(row[0] for row in conn.execute(sql.SQL(
+                "SELECT item FROM {} WHERE run_id = %s AND source_type = %s AND seq BETWEEN %s AND %s ORDER BY seq")
+                .format(sql.Identifier(schema, "work_items")), (r["run_id"], r["source_type"], r["first"], r["last"])))
+    return out
