@@ -11,5 +11,4 @@ __version__ = "0.1.0"
 # lines filled down, series codes and time-series attributes are header, not rows; units into labels; dot
 # leaders; unnamed row-header text bare), but the fingerprint is one for every source type. "7": a
 # Markdown document that fits the window under its title is one chunk (chunking.whole_documents).
-# "8": a later part of a cut code block embeds the sentence that introduced the block before it.
-PIPELINE_VERSION = "8"
+PIPELINE_VERSION = "7"

@@ -22,9 +22,6 @@ class Unit:
     text: str  # normalized
     tokens: int = 0
     words: int = 0
-    # For a later part of a cut code block: the sentence that introduced the block ("Restore the
-    # etcd data by running this script:"), embedded again before the part when a window opens with it.
-    lead: Unit | None = None
 
 
 @dataclass

@@ -10,11 +10,9 @@
    is `soft_min_ratio` full; windows overlap by `overlap_sentences / window_sentences` of their units.
    Units over the window are cut first (jobs/markdown/cuts.py): a table between rows (header
    repeated); a code block between lines, each part fenced again with the opening fence's info
-   string (`yaml`, `terminal`) and, in `embed_text`, after the sentence that introduced the block
-   when one ending in ':' did ("Restore the etcd data by running this script:"); a list item,
-   quote, HTML block or sentence between lines, then sentences, then words (then tokens, for a
-   "word" over the limit). Every unit fits the window its section's breadcrumb leaves, so no
-   chunk's tail is lost to the embedding model.
+   string (`yaml`, `terminal`); a list item, quote, HTML block or sentence between lines, then
+   sentences, then words (then tokens, for a "word" over the limit). Every unit fits the window its
+   section's breadcrumb leaves, so no chunk's tail is lost to the embedding model.
 4. Short windows of bullets merge forward.
 5. A chunk's `text` is its units as normalized; its `embed_text` is the breadcrumb, a tag line and the
    same units with prose and table cells rendered as a reader sees them (escapes resolved, link text without its URL,
@@ -238,13 +236,8 @@ def _groups(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, limit: int, s
                 parts = split_table(units[i], doc["text"], counter, budget)
                 stats["tables_split"] += len(parts) > 1
             elif units[i].kind == "code":
-                # A later part keeps the block's lead-in before it (in embed_text), so it is cut with room for it.
-                lead = units[i - 1] if i and _introduces(units[i - 1]) else None
-                parts = split_code(units[i], doc["text"], counter, budget - (lead.tokens + 2 if lead else 0))
-                for part in parts[1:]:
-                    part.lead = lead
+                parts = split_code(units[i], doc["text"], counter, budget)
                 stats["code_blocks_split"] += len(parts) > 1
-                stats["code_leads_repeated"] += len(parts) - 1 if lead and len(parts) > 1 else 0
             elif units[i].kind in ("list", "quote", "html", "sent"):
                 # A sentence over the budget is one the sentence model never ended (a paragraph of
                 # 30 MB on one line, a run-on list of values): embedded whole, all but its first
@@ -340,8 +333,6 @@ def structured_drafts(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, sta
         while w_index < len(windows):
             units = windows[w_index]
             body, shown = join_units(doc["text"], units), join_units(doc["text"], units, rendered=True)
-            if units[0].lead is not None:  # a code part cut from its lead-in: the lead-in says what it does
-                shown = _rendered(units[0].lead) + "\n\n" + shown
             tags = _tags(group, units)
             see_also = []
             if w_index == len(windows) - 1 and group.see_also:

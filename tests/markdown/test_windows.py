@@ -95,12 +95,8 @@ def test_chunks_of_real_files_obey_the_contract(path):
             first = rest[0]  # a later part of a cut code block opens with its fence repeated
         assert " ".join(first.split()) in span  # the body starts where char_start points
         assert r["embed_text"].startswith(r["breadcrumb"] + "\n")
-        # the embedded body is the text as a reader sees it: markup dropped, nothing added but a code
-        # part's lead-in
+        # the embedded body is the text as a reader sees it: markup dropped, nothing added
         body = r["embed_text"].split("\n\n", 1)[1]
-        if r["text"].startswith(("```", "~~~")) and not body.startswith(r["text"][:3]):
-            lead, body = body.split("\n\n", 1)  # a later code part: its block's lead-in comes first
-            assert lead.endswith(":") and lead not in r["text"]
         assert body == r["text"] if render_inline(r["text"]) == r["text"] else len(body) <= len(r["text"])
         assert set(body.split()) <= set(r["text"].split()) | set(render_inline(r["text"]).split())
         assert r["token_count"] == counter.count([r["embed_text"]])[0]
@@ -146,23 +142,6 @@ def test_a_code_block_over_the_window_is_cut_between_lines_and_fenced_again():
     seen = [line for r in parts for line in r["text"].splitlines()]
     assert all(line in seen for line in lines), "no line lost between parts"
     assert any(table in r["text"] for r in rows)  # a table within the window stays whole
-
-
-def test_a_later_part_of_a_cut_code_block_embeds_the_sentence_that_introduced_it():
-    lines = [f'echo "step {i}: restore object {i} of the hosted cluster"' for i in range(90)]
-    lead = "Restore the etcd data by running this script:"
-    rows = chunk_text(f"# T\n\nSome context first.\n\n{lead}\n\n```bash\n" + "\n".join(lines) + "\n```\n")
-    parts = [r for r in rows if "```bash" in r["text"]]
-    assert len(parts) >= 3
-    assert parts[0]["embed_text"].count(lead) == 1  # the first part follows its lead-in already
-    limit = token_counter(MODEL).limit
-    for r in parts[1:]:
-        assert r["text"].startswith("```bash") and lead not in r["text"]  # text stays the source span
-        assert r["embed_text"].split("\n\n")[1] == lead
-        assert r["token_count"] <= limit and r["quality"] != "too_long"
-    # without a lead-in ending in ':' nothing is repeated
-    plain = chunk_text("# T\n\nSome context first.\n\n```bash\n" + "\n".join(lines) + "\n```\n")
-    assert all("context" not in r["embed_text"] for r in plain if r["text"].startswith("```bash"))
 
 
 def test_naive_strategy_cuts_fixed_token_windows_with_overlap():
