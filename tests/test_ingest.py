@@ -119,6 +119,12 @@ def each_chunk_once(pg_url: str, collection: str) -> list[tuple]:
 PROGRESSIVE = dict(sink__flush_rows=1, sink__flush_seconds=0.05, embedding__resources__batch_size=8, **COPIES)
 
 
+def work_items_of(pg_url: str, collection: str) -> int:
+    with psycopg.connect(pg_url) as conn:
+        return conn.execute("SELECT count(*) FROM corpusmill.work_items WHERE collection = %s",
+                            (collection,)).fetchone()[0]
+
+
 def summary_line(stdout: str) -> str:
     return next(line for line in stdout.splitlines() if line.startswith("files:"))
 
@@ -326,12 +332,15 @@ def test_kill_9_and_resume_equals_a_clean_run(tmp_path, corpus, env, pg_url):
     st = status("e2e_kill", env)
     assert 5 <= st["documents"]["done"] < n_docs and st["documents"]["pending"] > 0
     killed = st["last_runs"][0]["run_id"]
+    # The killed driver's work items (its plan, in the database) stay until the next run of the collection.
+    assert work_items_of(pg_url, "e2e_kill") == n_docs
 
     # Resumed as the same run: its Parquet parts continue, so a document whose part was written just
     # before the kill (and not committed) is in two parts of one run directory.
     out = cli("ingest", "--config", str(cfg), "--run-id", killed, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert status("e2e_kill", env)["documents"] == {"done": n_docs, "failed": 0, "pending": 0}
+    assert work_items_of(pg_url, "e2e_kill") == 0
     run_dir = next(line.split()[1] for line in out.stdout.splitlines() if line.startswith("parquet:"))
     reload = cli("load", "--from-parquet", run_dir.removesuffix("/chunks"), "--collection", "e2e_reload",
                  "--config", str(cfg), env=env)  # the run's config: its copies stored each, as the run stored them
