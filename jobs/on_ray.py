@@ -106,7 +106,7 @@ def build_dataset(cfg: JobConfig, work: WorkItems, storage: StorageOptions | Non
 
     counts = work.counts()
     reader = Stage("work_items", read_work_items, WORK_SCHEMA, ResourcesConfig(num_cpus=0.25, batch_size=1),
-                   {"url": work.url, "schema": work.schema})
+                   {"url": work.url, "schema": work.schema, "reconnect_seconds": cfg.database.reconnect_seconds})
 
     def source(source_type: str, rows_per_block: int):
         # One block per batch of the first stage, at most 256: bigger blocks would delay the first

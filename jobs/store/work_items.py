@@ -14,7 +14,7 @@ import json
 
 from psycopg import sql
 
-from jobs.store.connection import connect
+from jobs.store.connection import connect, connect_with_backoff
 
 
 class WorkItems:
@@ -89,11 +89,14 @@ class WorkItems:
             (self.run_id, source_type))]
 
 
-def read_work_items(rows: list[dict], *, url: str, schema: str) -> list[dict]:
-    """Stage: ranges (WorkItems.ranges) -> the work items they cover, read on the worker."""
+def read_work_items(rows: list[dict], *, url: str, schema: str, reconnect_seconds: float = 0) -> list[dict]:
+    """Stage: ranges (WorkItems.ranges) -> the work items they cover, read on the worker. A server that
+    is away is waited for up to `reconnect_seconds` (database.reconnect_seconds), as the writers do: a
+    failed read would drop its range's documents from the run (recorded lost, retried by the next)."""
     out = []
     for r in rows:
-        with connect(url, f"corpusmill work items {r['run_id']}") as conn:
+        name = f"corpusmill work items {r['run_id']}"
+        with (connect_with_backoff(url, name, reconnect_seconds) if reconnect_seconds else connect(url, name)) as conn:
             out.extend(row[0] for row in conn.execute(sql.SQL(
                 "SELECT item FROM {} WHERE run_id = %s AND source_type = %s AND seq BETWEEN %s AND %s ORDER BY seq")
                 .format(sql.Identifier(schema, "work_items")), (r["run_id"], r["source_type"], r["first"], r["last"])))
