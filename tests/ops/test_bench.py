@@ -11,7 +11,7 @@ import pytest
 
 from jobs.embed.encoder import token_budget_batches
 from jobs.ingest import stage_summary
-from ops.bench import common, described, gpu, interference, langchain_baseline, loading, retrieval, stages
+from ops.bench import common, described, fusion_ties, gpu, interference, langchain_baseline, loading, retrieval, stages
 
 CORPUS = common.REPO / "tests" / "data" / "corpus"
 
@@ -279,3 +279,16 @@ def test_backend_bench_windows_keep_paragraphs_and_their_words():
     assert all(len(w.split()) <= MAX_WORDS for w in out)
     assert " ".join(out).split() == text.split()  # every word once, in order
     assert out[0].startswith("First paragraph here. Second one.")
+
+
+def test_the_tie_bench_settles_equal_fused_ranks_by_each_rule():
+    # a is first by BM25 and third by vector, b the reverse: equal reciprocal-rank sums.
+    bm25 = [("a", 9.0), ("c", 5.0), ("b", 2.0), ("d", 0.0)]
+    vector = [("b", 0.9), ("c", 0.6), ("a", 0.2), ("d", 0.1)]
+    top = {rule: [c for c, _ in fusion_ties.settle(bm25, vector, rule)[:3]] for rule in fusion_ties.RULES}
+    assert top == {"chunk id": ["a", "b", "c"], "vector rank": ["b", "a", "c"], "BM25 rank": ["a", "b", "c"],
+                   # normalized: a 1 + 0.125, b 0.222 + 1: the stronger evidence leads, as `search` has it
+                   "normalized scores": ["b", "a", "c"]}
+    table = fusion_ties.report({"xquad default": {"chunk id": {"document": [0.97, 1, 1], "passage": [0.9, 0.99, 1]}},
+                                "hugo default": {"chunk id": {"document": [0.3, 0.5, 0.6]}}})
+    assert "0.970/1.000/1.000" in table and "0.900/0.990/1.000" in table and "0.300/0.500/0.600" in table

@@ -1,0 +1,118 @@
+"""Equal fused ranks settled four ways (#17), on the collections a `make eval` left behind.
+
+    BENCH_HOME=/tmp/evalhome make eval                      # ingests every dev set and keeps them
+    BENCH_HOME=/tmp/evalhome python -m ops.bench.fusion_ties  # EVAL_SETS as for make eval
+
+With two rankings fused by reciprocal rank, a chunk first by one and third by the other ties exactly
+with one third and first. Per question this takes the two rankings `hybrid` search fuses, with their
+scores (BM25, and cosine by exact scan; 50 deep: jobs/store/text_search.py), once, then settles equal
+fused sums by: the smaller chunk id (the order before), the better vector rank, the better BM25 rank,
+or the rankings' min-max normalized scores summed (`text_search.fuse`, what `search` does now). The
+hits are then picked as `search` picks them (jobs/search.py `diversify`, repeat ratio 2) and scored as
+`corpusmill eval` scores them. Prints page (and passage) hit@1/@5/@10 per set, pipeline and rule, and
+writes BENCH_OUT/fusion_ties.json. The README's tie table is this bench's output. Not in `make bench`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ops.bench import common, retrieval
+
+RULES = ("chunk id", "vector rank", "BM25 rank", "normalized scores")
+DEPTH = 50
+REPEAT_RATIO = 2.0
+
+
+def scored_rankings(store, coll, questions, model) -> tuple[list, dict]:
+    """(per question: the BM25 and vector rankings as (chunk id, score), best first; chunk id -> hit fields)."""
+    from psycopg import sql
+
+    from jobs.store import text_search
+
+    vectors = model.encode([q.question for q in questions], normalize_embeddings=True, show_progress_bar=False,
+                           batch_size=64)
+    table = sql.Identifier(store.schema, coll.chunk_table)
+    store.ensure_text_index(coll)
+    out = []
+    with store.conn.transaction():
+        store.conn.execute("SET LOCAL enable_indexscan = off")  # exact, as `make eval` ranks vectors
+        stats = text_search.corpus_stats(store.conn, table)
+        for q, v in zip(questions, vectors):
+            out.append((text_search.bm25_scores(store.conn, table, q.question, DEPTH, stats),
+                        text_search.vector_scores(store.conn, table, v, DEPTH)))
+    ids = sorted({c for pair in out for ranking in pair for c, _ in ranking})
+    meta = {r[0]: {"chunk_id": r[0], "source_path": r[1], "heading_path": list(r[2] or []), "text": r[3]}
+            for r in store.conn.execute(sql.SQL("SELECT chunk_id, source_path, heading_path, text FROM {} "
+                                                "WHERE chunk_id = ANY(%s)").format(table), (ids,))}
+    return out, meta
+
+
+def settle(bm25: list[tuple[str, float]], vector: list[tuple[str, float]], rule: str) -> list[tuple[str, float]]:
+    """The fused ranking with equal sums settled by `rule`."""
+    from jobs.store.text_search import fuse
+
+    rankings = [[c for c, _ in bm25], [c for c, _ in vector]]
+    if rule == "normalized scores":
+        return fuse(rankings, DEPTH, [bm25, vector])
+    fused = fuse(rankings, DEPTH)  # ties by chunk id
+    if rule == "chunk id":
+        return fused
+    by = {c: rank for rank, c in enumerate(rankings[1] if rule == "vector rank" else rankings[0])}
+    return sorted(fused, key=lambda item: (-round(item[1], 12), by.get(item[0], DEPTH), item[0]))
+
+
+def score(questions, ranked, meta, rule: str) -> dict:
+    """{level: [hit@1, hit@5, hit@10]} of the hits `rule` gives."""
+    from jobs.search import diversify
+    from jobs.tools.evaluate import LEVELS, _score_question, _summarise
+
+    rows = [_score_question(q, diversify([dict(meta[c], score=s) for c, s in settle(bm25, vector, rule)],
+                                         REPEAT_RATIO, 10))
+            for q, (bm25, vector) in zip(questions, ranked)]
+    out = {}
+    for level in LEVELS:
+        ranks = [r["ranks"][level] for r in rows if level in r["ranks"]]
+        if ranks:
+            s = _summarise(ranks, (1, 5, 10))
+            out[level] = [round(s["recall"][k], 3) for k in (1, 5, 10)]
+    return out
+
+
+def bench() -> dict:
+    from jobs.embed.backends import load_model
+    from jobs.store.pgvector import PgStore
+    from jobs.tools.evaluate import load_golden
+
+    out, model = {}, None
+    with PgStore(common.database_url(), "corpusmill") as store:
+        store.migrate()
+        for name in retrieval.chosen_sets():
+            questions = load_golden(retrieval.prepare(name, common.work_dir())["golden"])
+            for pipeline in ("default", "naive"):
+                coll = store.get_collection(f"eval_{name}_{pipeline}")
+                if coll is None:
+                    raise SystemExit(f"no collection eval_{name}_{pipeline}: run `BENCH_HOME=… make eval` first")
+                model = model or load_model(coll.embedding_model)
+                print(f"[{name}] rankings of {pipeline}", file=sys.stderr, flush=True)
+                ranked, meta = scored_rankings(store, coll, questions, model)
+                out[f"{name} {pipeline}"] = {rule: score(questions, ranked, meta, rule) for rule in RULES}
+    return out
+
+
+def report(r: dict) -> str:
+    def cell(levels: dict, level: str) -> str:
+        return "/".join(f"{x:.3f}" for x in levels[level]) if level in levels else ""
+
+    rows = [[key, rule, cell(levels, "document"), cell(levels, "passage")]
+            for key, rules in r.items() for rule, levels in rules.items()]
+    return common.table(["set pipeline", "ties settled by", "page (or first level) @1/@5/@10", "passage @1/@5/@10"],
+                        rows, "Equal fused ranks settled four ways (hybrid search, vectors by exact scan)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return common.run_one("fusion_ties", bench, report)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
