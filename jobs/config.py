@@ -374,7 +374,8 @@ class DatabaseConfig(_Strict):
     hnsw_ef_construction: int = Field(64, ge=4)
     ef_search: int = Field(
         100, ge=1, description="HNSW candidates a vector query considers (hnsw.ef_search). pgvector's 40 lost recall "
-        "here: openshift-docs page hit@1/@5 by vector 0.679/0.841 at 40, 0.696/0.861 at 100, exact 0.699/0.864")
+        "here: openshift-docs page hit@1/@5 by vector 0.679/0.841 at 40, 0.696/0.861 at 100, exact 0.699/0.864. "
+        "The fused modes ask for at least 200 (jobs/store/text_search.py FUSED_EF_SEARCH)")
     search_mode: Literal["vector", "text", "hybrid", "hybrid-doc"] = Field(
         "hybrid", description="how `search` and `eval` rank: vector (cosine through HNSW), text (BM25 over the "
         "full-text column), hybrid (both fused by reciprocal rank) or hybrid-doc (hybrid plus documents ranked by "

@@ -58,6 +58,11 @@ def test_equal_fused_scores_go_to_the_stronger_evidence_not_the_chunk_id():
     assert [c for c, _ in text_search.fuse([words, vector], 3, scored)] == ["a", "c", "b"]
 
 
+def test_fused_modes_ask_the_index_for_a_deeper_candidate_list_than_they_fuse():
+    assert text_search.fused_ef_search(100) == text_search.FUSED_EF_SEARCH >= 4 * text_search.DEPTH
+    assert text_search.fused_ef_search(500) == 500  # a deeper config stays
+
+
 def test_a_table_from_before_the_column_gets_it_on_first_use(store):
     coll = _load(store, "upgrade_t")
     table = sql.Identifier(store.schema, coll.chunk_table)
