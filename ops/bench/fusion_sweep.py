@@ -56,23 +56,16 @@ def rankings(store, coll, questions, model) -> tuple[list, dict]:
 def score(questions, ranked, meta, weight: float, rrf_k: int, ratio: float) -> dict:
     """{level: [hit@1, hit@5, hit@10]} with the document ranking at `weight`."""
     from jobs.search import diversify
-    from jobs.tools.evaluate import LEVELS, _score_question, _summarise
 
-    rows = []
-    for q, rs in zip(questions, ranked):
+    hits = []
+    for rs in ranked:
         fused: dict[str, float] = {}
         for ranking, w in zip(rs, (1.0, 1.0, weight)):
             for rank, chunk in enumerate(ranking, 1):
                 fused[chunk] = fused.get(chunk, 0.0) + w / (rrf_k + rank)
         top = sorted(fused.items(), key=lambda x: (-x[1], x[0]))[:DEPTH]
-        rows.append(_score_question(q, diversify([dict(meta[c], score=s) for c, s in top], ratio, 10)))
-    out = {}
-    for level in LEVELS:
-        ranks = [r["ranks"][level] for r in rows if level in r["ranks"]]
-        if ranks:
-            s = _summarise(ranks, (1, 5, 10))
-            out[level] = [round(s["recall"][k], 3) for k in (1, 5, 10)]
-    return out
+        hits.append(diversify([dict(meta[c], score=s) for c, s in top], ratio, 10))
+    return retrieval.offline_levels(questions, hits)
 
 
 def bench() -> dict:

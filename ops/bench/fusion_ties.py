@@ -65,18 +65,10 @@ def settle(bm25: list[tuple[str, float]], vector: list[tuple[str, float]], rule:
 def score(questions, ranked, meta, rule: str) -> dict:
     """{level: [hit@1, hit@5, hit@10]} of the hits `rule` gives."""
     from jobs.search import diversify
-    from jobs.tools.evaluate import LEVELS, _score_question, _summarise
 
-    rows = [_score_question(q, diversify([dict(meta[c], score=s) for c, s in settle(bm25, vector, rule)],
-                                         REPEAT_RATIO, 10))
-            for q, (bm25, vector) in zip(questions, ranked)]
-    out = {}
-    for level in LEVELS:
-        ranks = [r["ranks"][level] for r in rows if level in r["ranks"]]
-        if ranks:
-            s = _summarise(ranks, (1, 5, 10))
-            out[level] = [round(s["recall"][k], 3) for k in (1, 5, 10)]
-    return out
+    return retrieval.offline_levels(questions, [
+        diversify([dict(meta[c], score=s) for c, s in settle(bm25, vector, rule)], REPEAT_RATIO, 10)
+        for bm25, vector in ranked])
 
 
 def bench() -> dict:

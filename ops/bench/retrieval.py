@@ -81,6 +81,21 @@ def _levels(ev: dict) -> dict:
             for level, values in ev["by_level"].items()}
 
 
+def offline_levels(questions, hits: list[list[dict]]) -> dict:
+    """{level: [hit@1, hit@5, hit@10]} of hits picked offline (one list per question, as `search` returns
+    them), scored as `corpusmill eval` scores them: for the sweeps over a make eval's collections."""
+    from jobs.tools.evaluate import LEVELS, _score_question, _summarise
+
+    rows = [_score_question(q, h) for q, h in zip(questions, hits)]
+    out = {}
+    for level in LEVELS:
+        ranks = [r["ranks"][level] for r in rows if level in r["ranks"]]
+        if ranks:
+            s = _summarise(ranks, (1, 5, 10))
+            out[level] = [round(s["recall"][k], 3) for k in (1, 5, 10)]
+    return out
+
+
 def run_set(name: str) -> dict:
     data = prepare(name, common.work_dir())
     corpus, golden = Path(data["corpus"]), data["golden"]
