@@ -7,7 +7,9 @@ A run runs its stages on Ray Data (jobs/on_ray.py). On a local Ray whose sentenc
 three Markdown stages are one pass inside the spaCy actors (`ray.fuse_markdown`). The sink is
 parallel write tasks on the workers (`sink.writers`), each committing whole documents with their
 checkpoint rows (jobs/store/writers.py), so killing the job at any moment loses at most the
-documents in flight; the next run resumes with them. No row passes through the driver. A run of a
+documents in flight; the next run resumes with them. No row passes through the driver, and no list
+of the files to process either: the plan hands them to the database page by page as work items
+(jobs/store/work_items.py), which the first tasks read back by ranges. A run of a
 handful of documents runs the same stages and writer in this process, without Ray
 (jobs/in_process.py).
 """
