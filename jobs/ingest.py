@@ -235,7 +235,7 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
         log.info("run %s: %s", run_id, ", ".join(f"{v} {k}" for k, v in plan.counts().items()))
 
         # The listing each file came with goes on its pending row; its commit keeps it (keep_listing).
-        work.mark_pending()
+        store.mark_pending_work(cfg.collection, run_id)
         writer = on_ray.ChunkDatasink if on_ray else DocumentWriter  # Ray's write tasks, or this process
         sink = writer(url, cfg.database.schema_name, coll, run_id, label=f"corpusmill ingest {run_id}",
                       share_text=cfg.database.shared_text == "once", batch_rows=cfg.sink.flush_rows,

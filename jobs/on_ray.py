@@ -113,11 +113,15 @@ def build_dataset(cfg: JobConfig, work: WorkItems, storage: StorageOptions | Non
         # commits, smaller ones only add per-task overhead (every task costs the driver, the raylet and a worker).
         n = counts[source_type]
         per_block = max(rows_per_block, -(-n // 256))
-        if cfg.input.read_via_driver:  # the bytes travel in the items: this driver holds them all anyway
+        # Up to ray.driver_items_max files the driver hands the items over whole (~1 KB each, bounded):
+        # the range-read tasks are an operator of their own, which cost a 300-page ingest 1.12-1.18x
+        # its wall time (ops/bench/commits.sh f4f72c0). Beyond it the first tasks read them by ranges.
+        if cfg.input.read_via_driver or n <= cfg.ray.driver_items_max:
             items = work.items(source_type)
-            for item in items:  # local files only: object-store URIs are read by the tasks themselves
-                if not is_remote(item["abs_path"]):
-                    item["content"] = read_bytes(item["abs_path"])
+            if cfg.input.read_via_driver:  # the bytes travel in the items: this driver holds them all anyway
+                for item in items:  # local files only: object-store URIs are read by the tasks themselves
+                    if not is_remote(item["abs_path"]):
+                        item["content"] = read_bytes(item["abs_path"])
             return ray.data.from_items(items, override_num_blocks=-(-n // per_block))
         ranges = work.ranges(source_type, per_block)
         return adapter.apply(ray.data.from_items(ranges, override_num_blocks=len(ranges)), reader, retries)

@@ -192,7 +192,10 @@ def test_fused_and_separate_markdown_stages_give_the_same_chunks(tmp_path, corpu
     landed = {}
     for fuse in (True, False):
         name = f"e2e_fuse_{str(fuse).lower()}"
-        cfg = write_config(tmp_path / f"{name}.yaml", name, [corpus], ray__fuse_markdown=fuse)
+        # The separate stages also take their work items by ranges from the database (driver_items_max 0),
+        # the fused ones as a list from the driver: both give the same chunks.
+        cfg = write_config(tmp_path / f"{name}.yaml", name, [corpus], ray__fuse_markdown=fuse,
+                           ray__driver_items_max=4096 if fuse else 0)
         out = cli("ingest", "--config", str(cfg), "--output", str(tmp_path / "runs"), env=env)
         assert out.returncode == 0, out.stdout + out.stderr
         with psycopg.connect(pg_url) as conn:
@@ -308,7 +311,7 @@ def test_kill_9_and_resume_equals_a_clean_run(tmp_path, corpus, env, pg_url):
     # 60 documents: the run must still be mid-way after a status command started in another process read it
     big = big_corpus(corpus, tmp_path / "big", copies=10)
     n_docs = len(list(big.rglob("*.md")))
-    overrides = PROGRESSIVE
+    overrides = dict(PROGRESSIVE, ray__driver_items_max=0)  # the work items read back by ranges
     cfg = write_config(tmp_path / "k.yaml", "e2e_kill", [big], **overrides)
 
     proc = subprocess.Popen(CLI + ["ingest", "--config", str(cfg)], env=env, stdout=subprocess.DEVNULL,

@@ -54,6 +54,12 @@ class Committed:
     released: int = 0
 
 
+# A planned document becomes pending under its run with the listing it was planned with; its old chunks
+# stay until its commit replaces them.
+_PENDING_CONFLICT = ("ON CONFLICT (collection, source_path) DO UPDATE SET status = 'pending', run_id = EXCLUDED.run_id, "
+                     "source_size = EXCLUDED.source_size, source_etag = EXCLUDED.source_etag, updated_at = now()")
+
+
 class PgStore(RunRecords, EmbeddingSpaces):
     def __init__(self, url: str, schema: str = "corpusmill", *, application_name: str = "corpusmill",
                  reconnect_seconds: float = 60.0):
@@ -325,12 +331,19 @@ class PgStore(RunRecords, EmbeddingSpaces):
         with self.conn.transaction(), self.conn.cursor() as cur:
             cur.executemany(sql.SQL(
                 "INSERT INTO {} (collection, source_path, doc_id, source_type, status, run_id, source_size, source_etag) "
-                "VALUES (%s, %s, %s, %s, 'pending', %s, %s, %s) "
-                "ON CONFLICT (collection, source_path) DO UPDATE SET status = 'pending', run_id = EXCLUDED.run_id, "
-                "source_size = EXCLUDED.source_size, source_etag = EXCLUDED.source_etag, "
-                "updated_at = now()").format(self._t("documents")),
+                "VALUES (%s, %s, %s, %s, 'pending', %s, %s, %s) " + _PENDING_CONFLICT).format(self._t("documents")),
                 [(collection, d["source_path"], d["doc_id"], d["source_type"], run_id, d.get("source_size"),
                   d.get("source_etag")) for d in docs])
+
+    @reconnecting
+    def mark_pending_work(self, collection: str, run_id: str) -> None:
+        """mark_pending for the run's work items (jobs/store/work_items.py), in one statement: the
+        driver never reads them back."""
+        self.conn.execute(sql.SQL(
+            "INSERT INTO {docs} (collection, source_path, doc_id, source_type, status, run_id, source_size, source_etag) "
+            "SELECT collection, source_path, item->>'doc_id', source_type, 'pending', run_id, source_size, source_etag "
+            "FROM {work} WHERE collection = %s AND run_id = %s " + _PENDING_CONFLICT).format(
+            docs=self._t("documents"), work=self._t("work_items")), (collection, run_id))
 
     @reconnecting
     def commit_document(self, coll: Collection, doc: dict, chunks: list[dict], run_id: str,

@@ -30,8 +30,9 @@ RRF_K = 2
 DEPTH = 50  # candidates taken from each ranking before fusing (at least k)
 # HNSW candidates of a fused mode's vector list: its 50th hit still moves fused ranks, and an index
 # asked for 100 candidates loses some of that tail. At 200, hybrid search through the index scored
-# what an exact scan scores on every dev set (openshift-docs page @5 0.966 at 100, 0.969 at 200 and
-# exact; hugo, PowerShell and XQuAD equal to exact at both).
+# what an exact scan scores on every dev set at @5 (`corpusmill eval` with and without --exact on
+# make eval's collections: openshift-docs page @5 0.966 at 100, 0.969 at 200 and exact; hugo,
+# PowerShell and XQuAD equal to exact at both).
 FUSED_EF_SEARCH = 4 * DEPTH
 K1, B = 1.2, 0.75
 
@@ -150,9 +151,14 @@ def ranked_search(conn, table: sql.Composed, mode: str, query: str, vector, k: i
     if mode == "hybrid-doc":
         rankings.append(doc_ranking(conn, docs, table, vector, depth))
     top = fuse(rankings, k, scored)
-    rows = {r[0]: r for r in conn.execute(sql.SQL(_HITS).format(t=table), {"ids": [c for c, _ in top]})}
-    return [{"chunk_id": c, "source_path": rows[c][1], "heading_path": list(rows[c][2] or []), "text": rows[c][3],
-             "score": score} for c, score in top if c in rows]
+    fields = hit_fields(conn, table, [c for c, _ in top])
+    return [dict(fields[c], score=score) for c, score in top if c in fields]
+
+
+def hit_fields(conn, table: sql.Composed, ids: list[str]) -> dict[str, dict]:
+    """chunk id -> what a hit carries besides its score (source path, heading path, text), for `ids`."""
+    return {r[0]: {"chunk_id": r[0], "source_path": r[1], "heading_path": list(r[2] or []), "text": r[3]}
+            for r in conn.execute(sql.SQL(_HITS).format(t=table), {"ids": list(ids)})}
 
 
 def fused_ef_search(ef_search: int) -> int:

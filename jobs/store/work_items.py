@@ -1,7 +1,7 @@
 """A run's work items in the database instead of the driver's memory (jobs/store/migrations/006_work_items.sql).
 
 The plan hands each listing page's files to `WorkItems.add` as it goes; the run then marks them pending
-in one statement (`mark_pending`), and the dataset's first stage (`read_work_items`, on the workers)
+in one statement (PgStore.mark_pending_work), and the dataset's first stage (`read_work_items`, on the workers)
 reads them back by ranges of their sequence number, so what the driver holds is a few hundred ranges,
 not one dict per file. A small run in this process, or one whose driver reads every file
 (`input.read_via_driver`), takes its items whole (`items`): the first holds a handful, the second the
@@ -63,16 +63,6 @@ class WorkItems:
         rows = self.conn.execute(sql.SQL("SELECT source_path FROM {} WHERE run_id = %s AND source_path = ANY(%s)")
                                  .format(self._t), (self.run_id, paths))
         return {r[0] for r in rows}
-
-    def mark_pending(self) -> None:
-        """Every item's document becomes `pending` under this run, as PgStore.mark_pending does for a list."""
-        self.conn.execute(sql.SQL(
-            "INSERT INTO {docs} (collection, source_path, doc_id, source_type, status, run_id, source_size, source_etag) "
-            "SELECT collection, source_path, item->>'doc_id', source_type, 'pending', run_id, source_size, source_etag "
-            "FROM {work} WHERE run_id = %s "
-            "ON CONFLICT (collection, source_path) DO UPDATE SET status = 'pending', run_id = EXCLUDED.run_id, "
-            "source_size = EXCLUDED.source_size, source_etag = EXCLUDED.source_etag, updated_at = now()").format(
-            docs=sql.Identifier(self.schema, "documents"), work=self._t), (self.run_id,))
 
     def ranges(self, source_type: str, per_range: int) -> list[dict]:
         """Consecutive runs of `per_range` items of one source type, as rows for read_work_items."""

@@ -46,11 +46,7 @@ def rankings(store, coll, questions, model) -> tuple[list, dict]:
             out.append((text_search.bm25_ranking(store.conn, table, q.question, DEPTH, stats),
                         text_search.vector_ranking(store.conn, table, v, DEPTH),
                         doc_vectors.doc_ranking(store.conn, docs, table, v, DEPTH)))
-    ids = sorted({c for r in out for ranking in r for c in ranking})
-    meta = {r[0]: {"chunk_id": r[0], "source_path": r[1], "heading_path": list(r[2] or []), "text": r[3]}
-            for r in store.conn.execute(sql.SQL("SELECT chunk_id, source_path, heading_path, text FROM {} "
-                                                "WHERE chunk_id = ANY(%s)").format(table), (ids,))}
-    return out, meta
+    return out, text_search.hit_fields(store.conn, table, sorted({c for r in out for ranking in r for c in ranking}))
 
 
 def score(questions, ranked, meta, weight: float, rrf_k: int, ratio: float) -> dict:

@@ -41,11 +41,7 @@ def scored_rankings(store, coll, questions, model) -> tuple[list, dict]:
         for q, v in zip(questions, vectors):
             out.append((text_search.bm25_scores(store.conn, table, q.question, DEPTH, stats),
                         text_search.vector_scores(store.conn, table, v, DEPTH)))
-    ids = sorted({c for pair in out for ranking in pair for c, _ in ranking})
-    meta = {r[0]: {"chunk_id": r[0], "source_path": r[1], "heading_path": list(r[2] or []), "text": r[3]}
-            for r in store.conn.execute(sql.SQL("SELECT chunk_id, source_path, heading_path, text FROM {} "
-                                                "WHERE chunk_id = ANY(%s)").format(table), (ids,))}
-    return out, meta
+    return out, text_search.hit_fields(store.conn, table, sorted({c for pair in out for r in pair for c, _ in r}))
 
 
 def settle(bm25: list[tuple[str, float]], vector: list[tuple[str, float]], rule: str) -> list[tuple[str, float]]:

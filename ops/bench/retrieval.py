@@ -83,17 +83,12 @@ def _levels(ev: dict) -> dict:
 
 def offline_levels(questions, hits: list[list[dict]]) -> dict:
     """{level: [hit@1, hit@5, hit@10]} of hits picked offline (one list per question, as `search` returns
-    them), scored as `corpusmill eval` scores them: for the sweeps over a make eval's collections."""
-    from jobs.tools.evaluate import LEVELS, _score_question, _summarise
+    them), scored by `corpusmill eval`'s own evaluate(): for the sweeps over a make eval's collections."""
+    from jobs.tools.evaluate import evaluate
 
-    rows = [_score_question(q, h) for q, h in zip(questions, hits)]
-    out = {}
-    for level in LEVELS:
-        ranks = [r["ranks"][level] for r in rows if level in r["ranks"]]
-        if ranks:
-            s = _summarise(ranks, (1, 5, 10))
-            out[level] = [round(s["recall"][k], 3) for k in (1, 5, 10)]
-    return out
+    picked = iter(hits)  # evaluate() asks in batches, in question order
+    report = evaluate(questions, lambda texts, depth: [next(picked) for _ in texts])
+    return {level: [round(s["recall"][k], 3) for k in (1, 5, 10)] for level, s in report.by_level.items()}
 
 
 def run_set(name: str) -> dict:

@@ -32,7 +32,7 @@ def test_ranges_cover_every_item_once_in_plan_order_and_the_run_cleans_up(store,
         assert [i["doc_id"] for i in excel] == ["d000", "d005", "d010", "d015", "d020"]
         assert work.planned(["dir/f003.md", "dir/f500.md"]) == {"dir/f003.md"}
 
-        work.mark_pending()
+        store.mark_pending_work("work_t", "r1")
         stored = store.stored_documents("work_t")
         assert len(stored) == 23 and {d.status for d in stored.values()} == {"pending"}
         assert stored["dir/f003.md"].source_etag == "etag:d003" and stored["dir/f003.md"].source_size == 3
