@@ -418,10 +418,8 @@ class RayConfig(_Strict):
         "parse and chunk stay CPU tasks, off the GPU actors, and on a cluster they stay autoscaling tasks beside "
         "the fixed pool of spaCy actors")
     progress_bars: bool = True
-    driver_items_max: int = Field(
-        4096, ge=0, description="up to this many files of a source type the driver hands Ray the work items whole "
-        "(~1 KB each); beyond it the first tasks read them from the database by ranges (jobs/store/work_items.py), "
-        "an operator of its own that costs a small run time. 0: always by ranges")
+    driver_items_max: int = Field(4096, ge=0, description="files of a type whose work items the driver hands Ray "
+                                  "as a list; beyond, read by ranges (jobs/store/work_items.py). 0: always ranges")
     in_process_max_documents: int = Field(
         16, ge=0, description="a local run (no RAY_ADDRESS, no GPU asked for) of at most this many documents runs "
         "its stages in the driver process instead of starting Ray: the same stages and sink, without Ray's start-up "
