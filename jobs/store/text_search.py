@@ -116,19 +116,36 @@ def _normalized(scored: list[tuple[str, float]]) -> dict[str, float]:
     return {c: (s - lo) / (hi - lo) if hi > lo else 1.0 for c, s in scored}
 
 
+def _ranks(ranking: list[str], scored: list[tuple[str, float]] | None) -> dict[str, int]:
+    """chunk id -> rank (1 first); chunks of one score share the best of their ranks (1, 2, 2, 4)."""
+    if scored is None:
+        return {chunk: rank for rank, chunk in enumerate(ranking, 1)}
+    out: dict[str, int] = {}
+    rank, last = 0, None
+    for position, (chunk, score) in enumerate(scored, 1):
+        value = round(score, 9)  # the same sum in another order may differ in the last bits
+        if value != last:
+            rank, last = position, value
+        out[chunk] = rank
+    return out
+
+
 def fuse(rankings: list[list[str]], k: int, scored: list[list[tuple[str, float]]] | None = None
          ) -> list[tuple[str, float]]:
     """Reciprocal rank fusion: each chunk scores the sum of 1 / (RRF_K + rank) over the rankings it is in.
 
-    Equal sums are common: with two rankings, a chunk first by one and third by the other ties with
-    one third and first, and 8 to 16 % of the dev sets' questions have their top two tied. `scored`
-    (the rankings with their scores: BM25, cosine) settles a tie by the sum of each ranking's min-max
-    normalized score (CombSUM): the chunk with the stronger evidence leads, not whichever chunk id
-    sorts first. Neither ranking is preferred: BM25 leads on some corpora, vectors on others (README,
+    `scored`: the first rankings with their scores (BM25, cosine). Chunks a ranking scores the same
+    share a rank. BM25 gives many exact ties (on hugo described, 126 of 680 questions have some in
+    their first ten: short pages of the same words), and ranking them one after the other by chunk id
+    let the ids decide, and ids hash the collection's name. Equal sums are common too: with two
+    rankings, a chunk first by one and third by the other ties with one third and first, and 8 to 16 %
+    of the dev sets' questions have their top two tied. A tie is settled by the sum of each ranking's
+    min-max normalized score (CombSUM): the chunk with the stronger evidence leads, not whichever chunk
+    id sorts first. Neither ranking is preferred: BM25 leads on some corpora, vectors on others (README,
     Retrieval). Without scores, ties go by chunk id."""
     scores: dict[str, float] = {}
-    for ranking in rankings:
-        for rank, chunk in enumerate(ranking, 1):
+    for i, ranking in enumerate(rankings):
+        for chunk, rank in _ranks(ranking, scored[i] if scored and i < len(scored) else None).items():
             scores[chunk] = scores.get(chunk, 0.0) + 1.0 / (RRF_K + rank)
     evidence: dict[str, float] = {}
     for ranked in scored or []:

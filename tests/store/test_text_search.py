@@ -58,6 +58,18 @@ def test_equal_fused_scores_go_to_the_stronger_evidence_not_the_chunk_id():
     assert [c for c, _ in text_search.fuse([words, vector], 3, scored)] == ["a", "c", "b"]
 
 
+def test_chunks_of_equal_bm25_score_share_a_rank_so_their_ids_do_not_decide():
+    # b and c score the same BM25: listed either way round (as their ids would order them), the
+    # vector ranking settles them alike. Ranked 2 and 3 by id, b first gave a, c, b and c first c, a, b.
+    vector = list(zip(["c", "b", "a"], [0.9, 0.85, 0.5]))
+    for words in (["a", "b", "c"], ["a", "c", "b"]):
+        bm25 = list(zip(words, [5.0, 3.0, 3.0]))
+        fused = text_search.fuse([words, [c for c, _ in vector]], 3, [bm25, vector])
+        assert [c for c, _ in fused] == ["c", "a", "b"]
+    assert text_search._ranks(["a", "b", "c", "d"], list(zip("abcd", [4.0, 2.0, 2.0, 1.0]))) == {
+        "a": 1, "b": 2, "c": 2, "d": 4}
+
+
 def test_fused_modes_ask_the_index_for_a_deeper_candidate_list_than_they_fuse():
     assert text_search.fused_ef_search(100) == text_search.FUSED_EF_SEARCH >= 4 * text_search.DEPTH
     assert text_search.fused_ef_search(500) == 500  # a deeper config stays
