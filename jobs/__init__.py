@@ -11,4 +11,4 @@ __version__ = "0.1.0"
 # lines filled down, series codes and time-series attributes are header, not rows; units into labels; dot
 # leaders; unnamed row-header text bare), but the fingerprint is one for every source type. "7": a
 # Markdown document that fits the window under its title is one chunk (chunking.whole_documents).
-PIPELINE_VERSION = "7"
+PIPELINE_VERSION = "8"

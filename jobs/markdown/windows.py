@@ -56,6 +56,18 @@ def _introduces(unit: Unit) -> bool:
     return unit.text.rstrip().endswith(":") and unit.words <= 25
 
 
+_BLOCKS = {"code", "table", "list"}
+
+
+def _opens_block(units: list[Unit], k: int, budget: int) -> bool:
+    """Whether unit k is a code block, table or list that unit k - 1 introduces ("…by running the
+    following command:") and both fit one window, so a window ending between the two would leave the
+    block without its reason (when they do not fit, moving the lead-in on would make it a chunk alone)."""
+    return (0 < k < len(units) and units[k].kind in _BLOCKS and units[k].block != units[k - 1].block
+            and units[k - 1].kind in _PROSE and _introduces(units[k - 1])
+            and units[k - 1].tokens + units[k].tokens <= budget)
+
+
 def _leads_in(unit: Unit) -> bool:
     """A unit too thin to stand alone before an oversized block: a lead-in ("Type/schema
     definition:"), the document's abstract, or a sentence of a few words."""
@@ -69,7 +81,10 @@ def window_bounds(units: list[Unit], budget: int, window: int, overlap: int, sof
     (cut once that full, at a paragraph boundary when one comes first), not windows packed to the
     brim: packing to the limit piles chunks up just under it with their last idea chopped. Overlap
     scales with windows cut short, so short windows never overlap almost entirely. A lead-in
-    sentence ending with ':' stays with the oversized block it introduces."""
+    sentence ending with ':' stays with the block it introduces: a window does not end on it when
+    the two fit one window (a chunk closing on "…by running the following command:" left the command
+    to start the next chunk without its reason). An overlap may still start at such a block: the
+    window before holds it whole, with its lead-in, and repeating the lead-in measured worse (README)."""
     n = len(units)
     total = sum(u.tokens for u in units)
     target = budget if total <= budget else soft_ratio * budget
@@ -86,6 +101,8 @@ def window_bounds(units: list[Unit], budget: int, window: int, overlap: int, sof
                 break
         if j == i + 1 and j < n and _leads_in(units[i]) and units[j].tokens > budget:
             j += 1
+        elif j - i > 1 and _opens_block(units, j, budget):
+            j -= 1
         return j
 
     bounds, i = [], 0

@@ -47,6 +47,31 @@ def test_a_lead_in_stays_with_the_oversized_block_it_introduces():
     assert window_bounds(u, 45, window=10, overlap=0, soft_ratio=0.8) == [(0, 1), (1, 3)]
 
 
+def lead_in_units(tokens: list[int], lead: int) -> list[Unit]:
+    """Sentences of `tokens`, where unit `lead` says "…the following command:" and a code block follows it."""
+    u = units(tokens)
+    u[lead] = Unit(lead, lead + 1, "list", lead, "3. Check the disk space by running the following command:",
+                   tokens=tokens[lead], words=9)
+    u[lead + 1] = Unit(lead + 1, lead + 2, "code", lead + 1, "```\ndf -h\n```", tokens=tokens[lead + 1], words=2)
+    return u
+
+
+def test_a_window_does_not_end_on_the_lead_in_of_the_block_that_follows():
+    # The first window would end on the third unit (soft-full before the next paragraph), which
+    # introduces the code block after it: the lead-in goes with the block instead.
+    u = lead_in_units([30, 30, 10, 40, 40], lead=2)
+    assert window_bounds(u, 100, window=10, overlap=0, soft_ratio=0.8) == [(0, 2), (2, 5)]
+    plain = units([30, 30, 10, 40, 40])
+    assert window_bounds(plain, 100, window=10, overlap=0, soft_ratio=0.8) == [(0, 3), (3, 5)]
+
+
+def test_a_lead_in_alone_in_a_window_is_not_dropped():
+    # A window of the lead-in only cannot give it away: it ends with it, and every unit is still covered.
+    u = lead_in_units([10, 95, 10], lead=0)
+    bounds = window_bounds(u, 100, window=10, overlap=0, soft_ratio=0.8)
+    assert {i for lo, hi in bounds for i in range(lo, hi)} == {0, 1, 2}
+
+
 def test_long_groups_get_windows_well_below_the_limit():
     # 1,000 tokens of sentences in one paragraph: windows stop once 80 % full, not at the brim.
     bounds = window_bounds(units([20] * 50, [0] * 50), 250, window=100, overlap=0, soft_ratio=0.8)
