@@ -10,5 +10,6 @@ __version__ = "0.1.0"
 # fails. "2": chunking changed many times under "1" before that test existed. "6": Excel only (header
 # lines filled down, series codes and time-series attributes are header, not rows; units into labels; dot
 # leaders; unnamed row-header text bare), but the fingerprint is one for every source type. "7": a
-# Markdown document that fits the window under its title is one chunk (chunking.whole_documents).
+# Markdown document that fits the window under its title is one chunk (chunking.whole_documents). "8": a
+# window does not end on a lead-in ("…the following command:") whose block follows (jobs/markdown/windows.py).
 PIPELINE_VERSION = "8"

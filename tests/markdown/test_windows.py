@@ -65,11 +65,11 @@ def test_a_window_does_not_end_on_the_lead_in_of_the_block_that_follows():
     assert window_bounds(plain, 100, window=10, overlap=0, soft_ratio=0.8) == [(0, 3), (3, 5)]
 
 
-def test_a_lead_in_alone_in_a_window_is_not_dropped():
-    # A window of the lead-in only cannot give it away: it ends with it, and every unit is still covered.
-    u = lead_in_units([10, 95, 10], lead=0)
-    bounds = window_bounds(u, 100, window=10, overlap=0, soft_ratio=0.8)
-    assert {i for lo, hi in bounds for i in range(lo, hi)} == {0, 1, 2}
+def test_a_lead_in_that_cannot_fit_with_its_block_is_not_made_a_chunk_alone():
+    # Lead-in (10) and code block (95) do not fit one window of 100: moving the lead-in on would leave
+    # it alone in a window, so it stays at the end of the one before.
+    u = lead_in_units([30, 30, 10, 95], lead=2)
+    assert window_bounds(u, 100, window=10, overlap=0, soft_ratio=0.8) == [(0, 3), (3, 4)]
 
 
 def test_long_groups_get_windows_well_below_the_limit():
