@@ -100,14 +100,6 @@ def vector_scores(conn, table: sql.Composed, vector, limit: int) -> list[tuple[s
     return [(r[0], float(r[1])) for r in conn.execute(stmt, {"v": np.asarray(vector, dtype=np.float32), "lim": limit})]
 
 
-def bm25_ranking(conn, table: sql.Composed, query: str, limit: int, stats: tuple[int, float]) -> list[str]:
-    return [c for c, _ in bm25_scores(conn, table, query, limit, stats)]
-
-
-def vector_ranking(conn, table: sql.Composed, vector, limit: int) -> list[str]:
-    return [c for c, _ in vector_scores(conn, table, vector, limit)]
-
-
 def _normalized(scored: list[tuple[str, float]]) -> dict[str, float]:
     """Scores of one ranking scaled to 0..1 between its last and first (min-max over the list)."""
     if not scored:
@@ -135,9 +127,10 @@ def fuse(rankings: list[list[str]], k: int, scored: list[list[tuple[str, float]]
     """Reciprocal rank fusion: each chunk scores the sum of 1 / (RRF_K + rank) over the rankings it is in.
 
     `scored`: the first rankings with their scores (BM25, cosine). Chunks a ranking scores the same
-    share a rank. BM25 gives many exact ties (on hugo described, 126 of 680 questions have some in
-    their first ten: short pages of the same words), and ranking them one after the other by chunk id
-    let the ids decide, and ids hash the collection's name. Equal sums are common too: with two
+    share a rank. BM25 gives many exact ties (on hugo described, 128 of 680 questions have some in
+    their first ten, short pages of the same words: ops/bench/fusion_ties.py counts them), and
+    ranking them one after the other by chunk id let the ids decide, and ids hash the collection's
+    name. Equal sums are common too: with two
     rankings, a chunk first by one and third by the other ties with one third and first, and 8 to 16 %
     of the dev sets' questions have their top two tied. A tie is settled by the sum of each ranking's
     min-max normalized score (CombSUM): the chunk with the stronger evidence leads, not whichever chunk

@@ -17,11 +17,11 @@ from __future__ import annotations
 import itertools
 import sys
 
+from jobs.store.text_search import DEPTH  # each ranking as deep as `search` takes it
 from ops.bench import common, retrieval
 
 WEIGHTS = (0, 0.25, 0.5, 1.0)  # the document ranking's weight; BM25 and vector weigh 1
 GRID = {"rrf_k": (1, 2, 5), "ratio": (1.5, 2.0, 3.0, 1e9), "weight": (0, 0.15)}
-DEPTH = 50
 
 
 def rankings(store, coll, questions, model) -> tuple[list, dict]:
@@ -43,8 +43,8 @@ def rankings(store, coll, questions, model) -> tuple[list, dict]:
         store.conn.execute("SET LOCAL hnsw.ef_search = 100")
         stats = text_search.corpus_stats(store.conn, table)
         for q, v in zip(questions, vectors):
-            out.append((text_search.bm25_ranking(store.conn, table, q.question, DEPTH, stats),
-                        text_search.vector_ranking(store.conn, table, v, DEPTH),
+            out.append(([c for c, _ in text_search.bm25_scores(store.conn, table, q.question, DEPTH, stats)],
+                        [c for c, _ in text_search.vector_scores(store.conn, table, v, DEPTH)],
                         doc_vectors.doc_ranking(store.conn, docs, table, v, DEPTH)))
     return out, text_search.hit_fields(store.conn, table, sorted({c for r in out for ranking in r for c in ranking}))
 

@@ -7,21 +7,24 @@ With two rankings fused by reciprocal rank, a chunk first by one and third by th
 with one third and first. Per question this takes the two rankings `hybrid` search fuses, with their
 scores (BM25, and cosine by exact scan; 50 deep: jobs/store/text_search.py), once, then settles equal
 fused sums by: the smaller chunk id (the order before), the better vector rank, the better BM25 rank,
-or the rankings' min-max normalized scores summed (`text_search.fuse`, what `search` does now). The
-hits are then picked as `search` picks them (jobs/search.py `diversify`, repeat ratio 2) and scored as
-`corpusmill eval` scores them. Prints page (and passage) hit@1/@5/@10 per set, pipeline and rule, and
-writes BENCH_OUT/fusion_ties.json. The README's tie table is this bench's output. Not in `make bench`.
+or what `search` does now (`text_search.fuse` with the scores: chunks of equal BM25 score share a rank,
+and equal sums go to the rankings' min-max normalized scores summed; the first three rank equal BM25
+scores one after another by chunk id). The hits are then picked as `search` picks them
+(jobs/search.py `diversify`, repeat ratio 2) and scored as `corpusmill eval` scores them. Prints page
+(and passage) hit@1/@5/@10 per set, pipeline and rule, and how many questions have equal BM25 scores
+among their first ten hits; writes BENCH_OUT/fusion_ties.json. The README's tie table is this bench's
+output. Not in `make bench`.
 """
 
 from __future__ import annotations
 
 import sys
 
+from jobs.store.text_search import DEPTH  # each ranking as deep as `search` takes it
 from ops.bench import common, retrieval
 
 RULES = ("chunk id", "vector rank", "BM25 rank", "normalized scores")
-DEPTH = 50
-REPEAT_RATIO = 2.0
+REPEAT_RATIO = 2.0  # configs/local.yaml's database.repeat_ratio
 
 
 def scored_rankings(store, coll, questions, model) -> tuple[list, dict]:
@@ -58,6 +61,11 @@ def settle(bm25: list[tuple[str, float]], vector: list[tuple[str, float]], rule:
     return sorted(fused, key=lambda item: (-round(item[1], 12), by.get(item[0], DEPTH), item[0]))
 
 
+def bm25_ties(ranked, first: int = 10) -> int:
+    """Questions whose first `first` BM25 hits hold two of one score (rounded as `fuse` rounds them)."""
+    return sum(len({round(s, 9) for _, s in bm25[:first]}) < len(bm25[:first]) for bm25, _ in ranked)
+
+
 def score(questions, ranked, meta, rule: str) -> dict:
     """{level: [hit@1, hit@5, hit@10]} of the hits `rule` gives."""
     from jobs.search import diversify
@@ -72,7 +80,7 @@ def bench() -> dict:
     from jobs.store.pgvector import PgStore
     from jobs.tools.evaluate import load_golden
 
-    out, model = {}, None
+    out, ties, model = {}, {}, None
     with PgStore(common.database_url(), "corpusmill") as store:
         store.migrate()
         for name in retrieval.chosen_sets():
@@ -85,7 +93,8 @@ def bench() -> dict:
                 print(f"[{name}] rankings of {pipeline}", file=sys.stderr, flush=True)
                 ranked, meta = scored_rankings(store, coll, questions, model)
                 out[f"{name} {pipeline}"] = {rule: score(questions, ranked, meta, rule) for rule in RULES}
-    return out
+                ties[f"{name} {pipeline}"] = [bm25_ties(ranked), len(questions)]
+    return {"rules": out, "bm25_ties_in_first_ten": ties}
 
 
 def report(r: dict) -> str:
@@ -93,9 +102,11 @@ def report(r: dict) -> str:
         return "/".join(f"{x:.3f}" for x in levels[level]) if level in levels else ""
 
     rows = [[key, rule, cell(levels, "document"), cell(levels, "passage")]
-            for key, rules in r.items() for rule, levels in rules.items()]
+            for key, rules in r["rules"].items() for rule, levels in rules.items()]
+    ties = "\n".join(f"{key}: {n} of {of} questions have equal BM25 scores among their first ten hits"
+                      for key, (n, of) in r["bm25_ties_in_first_ten"].items())
     return common.table(["set pipeline", "ties settled by", "page (or first level) @1/@5/@10", "passage @1/@5/@10"],
-                        rows, "Equal fused ranks settled four ways (hybrid search, vectors by exact scan)")
+                        rows, "Equal fused ranks settled four ways (hybrid search, vectors by exact scan)") + "\n" + ties
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -289,6 +289,11 @@ def test_the_tie_bench_settles_equal_fused_ranks_by_each_rule():
     assert top == {"chunk id": ["a", "b", "c"], "vector rank": ["b", "a", "c"], "BM25 rank": ["a", "b", "c"],
                    # normalized: a 1 + 0.125, b 0.222 + 1: the stronger evidence leads, as `search` has it
                    "normalized scores": ["b", "a", "c"]}
-    table = fusion_ties.report({"xquad default": {"chunk id": {"document": [0.97, 1, 1], "passage": [0.9, 0.99, 1]}},
-                                "hugo default": {"chunk id": {"document": [0.3, 0.5, 0.6]}}})
+    table = fusion_ties.report({"rules": {"xquad default": {"chunk id": {"document": [0.97, 1, 1], "passage": [0.9, 0.99, 1]}},
+                                          "hugo default": {"chunk id": {"document": [0.3, 0.5, 0.6]}}},
+                                "bm25_ties_in_first_ten": {"hugo default": [126, 680]}})
     assert "0.970/1.000/1.000" in table and "0.900/0.990/1.000" in table and "0.300/0.500/0.600" in table
+    assert "hugo default: 126 of 680 questions" in table
+    # one question with two equal BM25 scores among its first ten, one without
+    ranked = [([("a", 3.0), ("b", 2.0), ("c", 2.0)], vector), ([("a", 3.0), ("b", 2.5)], vector)]
+    assert fusion_ties.bm25_ties(ranked) == 1

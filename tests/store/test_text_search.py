@@ -70,9 +70,14 @@ def test_chunks_of_equal_bm25_score_share_a_rank_so_their_ids_do_not_decide():
         "a": 1, "b": 2, "c": 2, "d": 4}
 
 
-def test_fused_modes_ask_the_index_for_a_deeper_candidate_list_than_they_fuse():
+def test_fused_modes_ask_the_index_for_a_deeper_candidate_list_than_they_fuse(store):
     assert text_search.fused_ef_search(100) == text_search.FUSED_EF_SEARCH >= 4 * text_search.DEPTH
-    assert text_search.fused_ef_search(500) == 500  # a deeper config stays
+    coll = _load(store, "efs_t")
+    for ef_search, asked in ((100, text_search.FUSED_EF_SEARCH), (500, 500)):  # a deeper config stays
+        # Inside an outer transaction, search's own is a savepoint: its SET LOCAL lasts until the outer one ends.
+        with store.conn.transaction():
+            [hits] = store.search_many(coll, [unit_vector(2, DIM)], 2, ef_search, queries=["maxSurge"], mode="hybrid")
+            assert hits and store.conn.execute("SHOW hnsw.ef_search").fetchone()[0] == str(asked)
 
 
 def test_a_table_from_before_the_column_gets_it_on_first_use(store):
