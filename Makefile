@@ -6,7 +6,7 @@ TORCH_SPEC  ?= torch==2.13.0
 CONFIG      ?= configs/local.yaml
 QUERY       ?= How do I define redirects for the development server?
 
-.PHONY: setup run test test-fast test-gpu lint clean db-stop bench bench-gpu bench-profile eval eval-excel
+.PHONY: setup run test test-fast test-gpu lint clean db-stop bench bench-gpu bench-scale bench-profile eval eval-excel
 
 setup: $(VENV)/.installed
 
@@ -47,6 +47,11 @@ bench: setup $(VENV)/.bench-installed
 
 bench-gpu: setup
 	BENCH_OUT=$(BENCH_OUT) ops/bench/gpu.sh
+
+# The index at 10k, 100k and 1M chunks (ops/bench/scale.py): load rows/s against raw COPY, index builds,
+# sizes, per-query latency of each search mode and its growth. BENCH_SCALE_SIZES=10000,100000 for less.
+bench-scale: setup $(VENV)/.bench-installed
+	BENCH_OUT=$(BENCH_OUT) $(PY) -m ops.bench.scale
 
 # Retrieval on every dev set (ops/bench/retrieval.py): the default config against baseline-naive and the
 # LangChain-style script, page and passage hit@1/5/10, one table. EVAL_SETS=xquad for a quick one.

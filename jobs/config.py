@@ -28,7 +28,6 @@ from jobs.sources.uris import check_uri, scheme_of
 _COLLECTION_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
 
-
 class QualityGates(BaseModel):
     """The gate maxima; jobs/checks/gates.py measures a run against them."""
 
@@ -373,9 +372,12 @@ class DatabaseConfig(_Strict):
     hnsw_m: int = Field(16, ge=2)
     hnsw_ef_construction: int = Field(64, ge=4)
     ef_search: int = Field(
-        100, ge=1, description="HNSW candidates a vector query considers (hnsw.ef_search). pgvector's 40 lost recall "
-        "here: openshift-docs page hit@1/@5 by vector 0.679/0.841 at 40, 0.696/0.861 at 100, exact 0.699/0.864. "
-        "The fused modes ask for at least 200 (jobs/store/text_search.py FUSED_EF_SEARCH)")
+        100, ge=1, description="HNSW candidates a vector query considers (hnsw.ef_search; pgvector's 40 loses recall "
+        "here). The fused modes ask for at least 200 (jobs/store/text_search.py FUSED_EF_SEARCH)")
+    vector_index: Literal["vector", "halfvec", "binary"] = Field("vector", description="what the vectors' HNSW index "
+        "holds: float32, half precision or bits (jobs/store/vector_index.py); the table keeps float32")
+    index_memory_mb: int = Field(4096, ge=64, description="the most memory an HNSW build may take "
+        "(maintenance_work_mem, raised as far as the graph needs); a larger graph builds on disk, slower")
     search_mode: Literal["vector", "text", "hybrid", "hybrid-doc"] = Field(
         "hybrid", description="how `search` and `eval` rank: vector (cosine through HNSW), text (BM25 over the "
         "full-text column), hybrid (both fused by reciprocal rank) or hybrid-doc (hybrid plus documents ranked by "
@@ -385,8 +387,7 @@ class DatabaseConfig(_Strict):
         2.0, ge=1, description="more pages among `search`'s and `eval`'s first hits: a further chunk of a page "
         "already shown keeps its place only when its fused score is at least this many times the best chunk of a "
         "page not shown yet (1 or null: plain rank order; a large value: one chunk per page first; --repeat-ratio "
-        "overrides). 2 measured best over four dev sets (README, Retrieval): page hit@5 hugo described "
-        "0.550 -> 0.569, openshift-docs 0.960 -> 0.969, XQuAD passage hit@5 0.997 -> 0.995")
+        "overrides)")
     shared_text: Literal["once", "each"] = Field(
         "once", description="a chunk whose text another document of the collection already holds (a block "
         "repeated across pages: inherited options, a shared sample, an included file): `once` stores it with the "

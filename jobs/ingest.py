@@ -287,8 +287,7 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
             if started_ray:
                 stopping.append(on_ray.stop())
             t_index = time.monotonic()
-            result.index_built = store.ensure_hnsw_index(coll, cfg.database.hnsw_m, cfg.database.hnsw_ef_construction)
-            store.ensure_text_index(coll)
+            result.index_built = store.ensure_indexes(coll, cfg.database)
             stage_stats["stages"]["index"] = {"built": result.index_built,
                                               "seconds": round(time.monotonic() - t_index, 3)}
 

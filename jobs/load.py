@@ -174,8 +174,7 @@ def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: st
                 log.info("loaded %s: %d documents so far (%d duplicate rows dropped, %d transactions)", run_dir,
                          loaded["documents"], loaded["duplicates_dropped"], stats.transactions)
             if coll is not None:
-                store.ensure_hnsw_index(coll, cfg.database.hnsw_m, cfg.database.hnsw_ef_construction)
-                store.ensure_text_index(coll)
+                store.ensure_indexes(coll, cfg.database)
                 loaded["collection"] = coll.name
     finally:
         if started:

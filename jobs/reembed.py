@@ -224,8 +224,7 @@ def run_reembed(cfg: JobConfig, collection: str, model: str, *, drop_old: bool =
             raise ReembedIncomplete(
                 f"{missing} documents of {collection!r} are not in the new space ({len(failed)} failed{first}); the "
                 f"collection stays on {active.embedding_model}. Run the same command again to retry them.")
-        store.ensure_hnsw_index(space, cfg.database.hnsw_m, cfg.database.hnsw_ef_construction)
-        store.ensure_text_index(space)
+        store.ensure_indexes(space, cfg.database)
         switch_to(store, cfg, active, space)
         store.drop_reuse(space)
         dropped = store.drop_retired(collection) if drop_old else []

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from psycopg import sql
 
+from jobs.store import vector_index
 from jobs.store.names import index_name
 
 EMPTY_NORM = 1e-6
@@ -69,7 +70,7 @@ def _summary_stats(store, table: sql.Composed, token_limit: int | None) -> dict:
 
 
 def _hnsw_index_exists(store, coll) -> bool:
-    return store.table_index(coll.chunk_table, "hnsw", "embedding") is not None
+    return store.vector_index_kind(coll) is not None or store.table_index(coll.chunk_table, "hnsw", "embedding") is not None
 
 
 def _has_iterative_scan(store) -> bool:
@@ -78,9 +79,11 @@ def _has_iterative_scan(store) -> bool:
     return bool(row) and tuple(int(x) for x in row[0].split(".")[:2]) >= (0, 8)
 
 
-def _duplicate_neighbours(store, table: sql.Composed, threshold: float, exact: bool) -> tuple[int, int]:
+def _duplicate_neighbours(store, table: sql.Composed, threshold: float, exact: bool,
+                          index: tuple[str, int] = ("vector", 0)) -> tuple[int, int]:
     """(non-empty chunks checked, chunks whose nearest chunk of another document is above `threshold`
-    cosine similarity)."""
+    cosine similarity). `index`: the kind of the table's vector index and the dimension, whose distance
+    the probes order by so that they go through it (jobs/store/vector_index.py)."""
     # LEFT JOIN keeps a lone chunk (no other non-empty neighbour) in the denominator as "not a duplicate".
     # Through the index, a random sample of HNSW_SAMPLE chunks is probed: enough for a rate, and the
     # cost stays flat as the collection grows (this runs after every load).
@@ -100,9 +103,10 @@ def _duplicate_neighbours(store, table: sql.Composed, threshold: float, exact: b
             "FROM {probes} AS a LEFT JOIN LATERAL ("
             "SELECT 1 - (b.embedding <=> a.embedding) AS similarity FROM {table} AS b "
             "WHERE b.doc_id <> a.doc_id AND {b_nonempty} "
-            "ORDER BY b.embedding <=> a.embedding LIMIT 1"
+            "ORDER BY {order} LIMIT 1"
             ") AS nn ON true WHERE {a_nonempty}").format(
-            probes=probes, table=table, b_nonempty=_nonempty("b"), a_nonempty=_nonempty("a"))
+            probes=probes, table=table, b_nonempty=_nonempty("b"), a_nonempty=_nonempty("a"),
+            order=vector_index.order_by(*index, "b.embedding", sql.SQL("a.embedding")))
     with store.conn.transaction():
         if exact:
             # A true flat scan: the number is ground truth, not whatever the approximate index happens to return.
@@ -150,7 +154,8 @@ def index_metrics(store, coll, *, exact_below: int = 5000, near_duplicate_cosine
         warnings.append(f"duplicate_neighbour_rate not measured: {vectors} vectors is at or above exact_below="
                         f"{exact_below} and the HNSW index {index_name(coll.chunk_table, 'hnsw')} does not exist yet")
     else:
-        checked, duplicates = _duplicate_neighbours(store, table, near_duplicate_cosine, exact=method == "exact")
+        checked, duplicates = _duplicate_neighbours(store, table, near_duplicate_cosine, exact=method == "exact",
+                                                    index=(store.vector_index_kind(coll) or "vector", coll.dimension))
         duplicate_rate = _share(duplicates, checked)
 
     n_tokens = stats["tokens"]["n"]

@@ -13,7 +13,6 @@ per-collection write lock lives in jobs.store.locks.
 from __future__ import annotations
 
 import logging
-import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ from psycopg import sql
 from jobs.errors import NotPermittedError, UnreachableError
 from jobs.rows import storable
 from jobs.sources.changes import StoredDoc
-from jobs.store import arrow_copy, doc_vectors, locks, shared_text, text_search
+from jobs.store import arrow_copy, doc_vectors, index_build, lexical, locks, shared_text, text_search, vector_index
 from jobs.store.arrow_copy import CHUNK_COLUMNS  # noqa: F401 (part of this module's API)
 from jobs.store.connection import connect, connect_with_backoff, reconnecting
 from jobs.store.names import chunk_table_name, index_name, lock_key
@@ -39,6 +38,7 @@ log = logging.getLogger(__name__)
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
 _SQL_TYPES = {"int4": "integer", "int8": "bigint", "bool": "boolean"}
+DEFAULT_INDEX_MEMORY_MB = 4096  # the config's database.index_memory_mb
 VIEW_COLUMNS = ["collection", "chunk_id", "doc_id", "source_path", "source_type", "heading_path",
                 "breadcrumb", "text", "seq", "quality", "embedding_model"]
 
@@ -243,7 +243,9 @@ class PgStore(RunRecords, EmbeddingSpaces):
             extra = sql.SQL(" PRIMARY KEY") if name == "chunk_id" else sql.SQL("")
             defs.append(sql.SQL("{} {}{}").format(sql.Identifier(name), pg_type, extra))
         defs.append(text_search.text_column())
+        defs.append(lexical.column(self.schema, lexical.DEFAULT_PIVOT, text_search.TEXT_CONFIG))
         self.conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(self._t(table), sql.SQL(", ").join(defs)))
+        lexical.install_triggers(self.conn, self.schema, table)
         self._ensure_doc_index(table)
         self._ensure_hash_index(table)
         self._ensure_embed_index(table)
@@ -278,28 +280,34 @@ class PgStore(RunRecords, EmbeddingSpaces):
             (self.schema, table, method, column)).fetchone()
         return row[0] if row else None
 
+    def ensure_indexes(self, coll: Collection, db) -> bool:
+        """Every search index of the collection's table after a load (`db`: the config's database
+        section): BM25's first, since recomputing its weights rewrites the table. True when the vectors'
+        HNSW index was built now."""
+        self.ensure_text_index(coll, db.hnsw_m, db.hnsw_ef_construction, db.index_memory_mb)
+        return self.ensure_hnsw_index(coll, db.hnsw_m, db.hnsw_ef_construction, db.index_memory_mb, db.vector_index)
+
     @reconnecting
-    def ensure_hnsw_index(self, coll: Collection, m: int = 16, ef_construction: int = 64) -> bool:
-        """Build the cosine HNSW index once the first bulk load is in (building it after the load is far
-        cheaper than maintaining it row by row). Returns True when it was built now."""
-        index = index_name(coll.chunk_table, "hnsw")
-        if self.table_index(coll.chunk_table, "hnsw", "embedding") is not None:
+    def ensure_hnsw_index(self, coll: Collection, m: int = 16, ef_construction: int = 64,
+                          memory_mb: int = DEFAULT_INDEX_MEMORY_MB, kind: str = "vector") -> bool:
+        """Build the cosine HNSW index (of `kind`: jobs/store/vector_index.py) once the first bulk load is
+        in (building it after the load is far cheaper than maintaining it row by row). A table that has
+        one keeps it, whatever its kind. Returns True when it was built now."""
+        if self.vector_index_kind(coll) is not None or self.table_index(coll.chunk_table, "hnsw", "embedding"):
             return False
         n = self.conn.execute(sql.SQL("SELECT count(*) FROM {}").format(self._t(coll.chunk_table))).fetchone()[0]
         if n == 0:
             return False
-        with self.conn.transaction():
-            self.conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
-            # pgvector builds HNSW in parallel; PostgreSQL's default of 2 workers leaves cores idle on a
-            # bigger server (capped by max_worker_processes; bench: ops/bench/loading.py).
-            self.conn.execute(sql.SQL("SET LOCAL max_parallel_maintenance_workers = {}").format(
-                sql.Literal(max(1, min((os.cpu_count() or 2) - 1, 7)))))
-            self.conn.execute(sql.SQL(
-                "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops) "
-                "WITH (m = {}, ef_construction = {})").format(
-                sql.Identifier(index), self._t(coll.chunk_table), sql.Literal(m), sql.Literal(ef_construction)))
+        index_build.build_hnsw(self.conn, self.url, self._t(coll.chunk_table), index_name(coll.chunk_table, "hnsw"),
+                               vector_index.key(kind, coll.dimension), n, vector_index.value_bytes(kind, coll.dimension),
+                               m, ef_construction, memory_mb, f"collection {coll.name}")
         self.conn.execute(sql.SQL("ANALYZE {}").format(self._t(coll.chunk_table)))
         return True
+
+    @reconnecting
+    def vector_index_kind(self, coll: Collection) -> str | None:
+        """`vector`, `halfvec` or `binary`: what the table's HNSW index is built over (None: no index yet)."""
+        return vector_index.kind_of(self.conn, self.schema, index_name(coll.chunk_table, "hnsw"))
 
     # ---- documents: plan and checkpoint -------------------------------------------------------
     @reconnecting
@@ -463,15 +471,36 @@ class PgStore(RunRecords, EmbeddingSpaces):
         return doc_vectors.ensure(self.conn, self.schema, coll.chunk_table, coll.dimension, encode)
 
     @reconnecting
-    def ensure_text_index(self, coll: Collection) -> bool:
-        """The full-text column and its GIN index, built once the first load is in, like HNSW. A table
-        made before the column existed gets it here (one rewrite). True when the index was built now."""
-        if text_search.ensure_text_column(self.conn, self._t(coll.chunk_table), coll.chunk_table, self.schema):
-            log.info("collection %s: full-text column added to %s", coll.name, coll.chunk_table)
-        if self.table_index(coll.chunk_table, "gin", "tsv") is not None:
-            return False
-        text_search.create_text_index(self.conn, self._t(coll.chunk_table), coll.chunk_table)
-        return True
+    def ensure_text_index(self, coll: Collection, m: int = 16, ef_construction: int = 64,
+                          memory_mb: int = DEFAULT_INDEX_MEMORY_MB) -> bool:
+        """The full-text column and its GIN index, and the BM25 weights' column, totals and HNSW index
+        (jobs/store/lexical.py), built once the first load is in, like the vectors' HNSW, and before it:
+        the weights may be recomputed for the load's mean length, a rewrite of the table. A table made
+        before a column existed gets it here (one rewrite). True when the GIN index was built now."""
+        table, name = self._t(coll.chunk_table), coll.chunk_table
+        if text_search.ensure_text_column(self.conn, table, name, self.schema):
+            log.info("collection %s: full-text column added to %s", coll.name, name)
+        if lexical.pivot(self.conn, self.schema, name) is None:
+            log.info("collection %s: adding BM25 weights to %s (one rewrite of the table)", coll.name, name)
+            self.conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN {}").format(
+                table, lexical.column(self.schema, lexical.DEFAULT_PIVOT, text_search.TEXT_CONFIG)))
+        if not lexical.has_triggers(self.conn, self.schema, name):
+            lexical.install_triggers(self.conn, self.schema, name)
+        lexical.fold_totals(self.conn, self.schema, name)
+        lexical.reconcile_pivot(self.conn, self.schema, name, text_search.TEXT_CONFIG)
+        built = False
+        if self.table_index(name, "gin", "tsv") is None:
+            text_search.create_text_index(self.conn, table, name)
+            built = True
+        n, mean = lexical.totals(self.conn, self.schema, name)
+        if n and self.table_index(name, "hnsw", "lex") is None:
+            index_build.build_hnsw(self.conn, self.url, table, index_name(name, "lex"),
+                                   sql.SQL("lex sparsevec_ip_ops"), n, 8 * min(mean, 1000) + 16, m,
+                                   ef_construction, memory_mb, f"collection {coll.name}, BM25 weights")
+            built = True
+        if built:
+            self.conn.execute(sql.SQL("ANALYZE {}").format(table))  # pg_stats' common lexemes (lexical.py)
+        return built
 
     def search_many(self, coll: Collection, vectors, k: int, ef_search: int = 40, exact: bool = False,
                     queries: list[str] | None = None, mode: str = "vector") -> list[list[dict]]:
@@ -480,20 +509,21 @@ class PgStore(RunRecords, EmbeddingSpaces):
         `hybrid` rank by BM25 over the full-text column (hybrid: fused with the vector ranking;
         jobs/store/text_search.py), `hybrid-doc` adds the document vectors' ranking (built first with
         `ensure_doc_vectors`); all but `vector` need the query texts."""
+        kind = self.vector_index_kind(coll) or "vector"
         if mode != "vector":
-            return text_search.search(self.conn, self._t(coll.chunk_table), mode, queries, vectors, k, ef_search,
-                                      exact, self._t(doc_vectors.table_name(coll.chunk_table)))
-        stmt = sql.SQL(
-            "SELECT chunk_id, source_path, heading_path, text, 1 - (embedding <=> %s) AS score "
-            "FROM {} ORDER BY embedding <=> %s LIMIT %s").format(self._t(coll.chunk_table))
+            return text_search.search(self.conn, self.schema, coll.chunk_table, mode, queries, vectors, k, ef_search,
+                                      exact, self._t(doc_vectors.table_name(coll.chunk_table)), (kind, coll.dimension))
+        stmt = vector_index.nearest(kind, coll.dimension, self._t(coll.chunk_table),
+                                    sql.SQL("chunk_id, source_path, heading_path, text"))
+        depth = vector_index.depth(kind, k)
         out = []
         with self.conn.transaction():
-            self.conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(ef_search, k))))
+            self.conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(ef_search, depth))))
             if exact:
                 self.conn.execute("SET LOCAL enable_indexscan = off")
             for vector in vectors:
                 v = np.asarray(vector, dtype=np.float32)
-                rows = self.conn.execute(stmt, (v, v, k)).fetchall()
+                rows = self.conn.execute(stmt, {"v": v, "lim": k, "depth": depth}).fetchall()
                 out.append([{"chunk_id": r[0], "source_path": r[1], "heading_path": list(r[2] or []),
                              "text": r[3], "score": float(r[4])} for r in rows])
         return out

@@ -3,8 +3,9 @@
 A small embedder blurs identifiers: an option name, a type, a version, a product word that only a
 few pages carry. PostgreSQL's own text search finds them: every chunk table has a generated
 `tsv` column (its breadcrumb and text, stemmed) under a GIN index, and queries are ranked by
-BM25 (Robertson's weighting, k1 = 1.2, b = 0.75) computed in SQL from the lexemes' document
-frequencies, which `ts_rank` leaves out. `hybrid` fuses the BM25 ranking with the vector ranking by
+BM25 (Robertson's weighting, k1 = 1.2, b = 0.75), which `ts_rank` leaves out: through the indexes
+of jobs/store/lexical.py, or, for evaluation (`--exact`), computed in SQL here over every chunk that
+shares a word with the query. `hybrid` fuses the BM25 ranking with the vector ranking by
 reciprocal rank fusion (Cormack et al.; its constant below). The vectors stay where they were: a plain
 `ORDER BY embedding <=> …` query still works on the same table.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 from psycopg import sql
 
+from jobs.store import lexical, vector_index
 from jobs.store.doc_vectors import doc_ranking
 from jobs.store.names import index_name
 
@@ -84,7 +86,6 @@ GROUP BY t.chunk_id
 ORDER BY score DESC, t.chunk_id
 LIMIT %(lim)s"""
 
-_VECTOR = "SELECT chunk_id, 1 - (embedding <=> %(v)s) FROM {t} ORDER BY embedding <=> %(v)s LIMIT %(lim)s"
 _HITS = "SELECT chunk_id, source_path, heading_path, text FROM {t} WHERE chunk_id = ANY(%(ids)s)"
 
 
@@ -94,10 +95,14 @@ def bm25_scores(conn, table: sql.Composed, query: str, limit: int, stats: tuple[
     return [(r[0], float(r[1])) for r in conn.execute(stmt, {"q": query, "n": stats[0], "avgdl": stats[1], "lim": limit})]
 
 
-def vector_scores(conn, table: sql.Composed, vector, limit: int) -> list[tuple[str, float]]:
-    """(chunk id, cosine similarity), best first."""
-    stmt = sql.SQL(_VECTOR).format(t=table)
-    return [(r[0], float(r[1])) for r in conn.execute(stmt, {"v": np.asarray(vector, dtype=np.float32), "lim": limit})]
+def vector_scores(conn, table: sql.Composed, vector, limit: int, index: tuple[str, int] = ("vector", 0)
+                  ) -> list[tuple[str, float]]:
+    """(chunk id, cosine similarity), best first, through the table's HNSW index of `index` (its kind and
+    the dimension: jobs/store/vector_index.py)."""
+    kind, dimension = index
+    stmt = vector_index.nearest(kind, dimension, table, sql.SQL("chunk_id"))
+    return [(r[0], float(r[1])) for r in conn.execute(stmt, {"v": np.asarray(vector, dtype=np.float32), "lim": limit,
+                                                             "depth": vector_index.depth(kind, limit)})]
 
 
 def _normalized(scored: list[tuple[str, float]]) -> dict[str, float]:
@@ -149,14 +154,15 @@ def fuse(rankings: list[list[str]], k: int, scored: list[list[tuple[str, float]]
 
 
 def ranked_search(conn, table: sql.Composed, mode: str, query: str, vector, k: int,
-                  stats: tuple[int, float], docs: sql.Composed | None = None) -> list[dict]:
+                  bm25, docs: sql.Composed | None = None, index: tuple[str, int] = ("vector", 0)) -> list[dict]:
     """Top-k chunks for one query in `text`, `hybrid` or `hybrid-doc` mode (the caller's transaction sets
-    ef_search; `docs`: the document-vector table hybrid-doc ranks by). Scores: ranks fused by RRF, so
-    they order hits but are no cosine similarities."""
+    ef_search; `bm25(query, limit)`: the BM25 ranking, exact or through the indexes; `docs`: the
+    document-vector table hybrid-doc ranks by). Scores: ranks fused by RRF, so they order hits but are no
+    cosine similarities."""
     depth = max(k, DEPTH)
-    scored = [bm25_scores(conn, table, query, depth, stats)]
+    scored = [bm25(query, depth)]
     if mode in ("hybrid", "hybrid-doc"):
-        scored.append(vector_scores(conn, table, vector, depth))
+        scored.append(vector_scores(conn, table, vector, depth, index))
     rankings = [[c for c, _ in ranked] for ranked in scored]
     if mode == "hybrid-doc":
         rankings.append(doc_ranking(conn, docs, table, vector, depth))
@@ -176,15 +182,26 @@ def fused_ef_search(ef_search: int) -> int:
     return max(ef_search, FUSED_EF_SEARCH)
 
 
-def search(conn, table: sql.Composed, mode: str, queries: list[str] | None, vectors, k: int, ef_search: int,
-           exact: bool, docs: sql.Composed | None = None) -> list[list[dict]]:
-    """Top-k chunks per query in a mode other than `vector`, in one transaction (`exact`: no index
-    scans for the vector rankings, as PgStore.search_many does)."""
+def search(conn, schema: str, name: str, mode: str, queries: list[str] | None, vectors, k: int, ef_search: int,
+           exact: bool, docs: sql.Composed | None = None, index: tuple[str, int] = ("vector", 0)
+           ) -> list[list[dict]]:
+    """Top-k chunks per query in a mode other than `vector`, in one transaction, from the chunk table
+    `name` of `schema`. BM25 through the indexes (jobs/store/lexical.py); with `exact`, BM25 over every
+    chunk that shares a word with the query and no index scans for the vector rankings, as
+    PgStore.search_many does."""
+    table = sql.Identifier(schema, name)
     if mode not in MODES[1:] or queries is None:
         raise ValueError(f"search mode {mode!r} needs one of {MODES} and the query texts")
     with conn.transaction():
         conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(fused_ef_search(ef_search))))
         if exact:
             conn.execute("SET LOCAL enable_indexscan = off")
-        stats = corpus_stats(conn, table)
-        return [ranked_search(conn, table, mode, q, v, k, stats, docs) for q, v in zip(queries, vectors)]
+        if exact:
+            stats = corpus_stats(conn, table)
+
+            def bm25(query: str, limit: int) -> list[tuple[str, float]]:
+                return bm25_scores(conn, table, query, limit, stats)
+        else:
+            def bm25(query: str, limit: int) -> list[tuple[str, float]]:
+                return lexical.scores(conn, schema, name, query, limit, TEXT_CONFIG)
+        return [ranked_search(conn, table, mode, q, v, k, bm25, docs, index) for q, v in zip(queries, vectors)]

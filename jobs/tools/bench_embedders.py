@@ -51,8 +51,7 @@ def bench_embedders(cfg: JobConfig, collection: str, golden: Path, models: list[
             else:
                 space = store.begin_space(active, model, embedding_dimension(model))
                 fill_space(store, active, space, embedder)
-                store.ensure_hnsw_index(space, cfg.database.hnsw_m, cfg.database.hnsw_ef_construction)
-                store.ensure_text_index(space)
+                store.ensure_indexes(space, cfg.database)
             seconds = time.monotonic() - started
 
             def search(qs: list[str], k: int, space=space, embedder=embedder) -> list[list[dict]]:

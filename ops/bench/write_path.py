@@ -94,8 +94,8 @@ class Sampler:
                 "max_copy_sessions": max(s[2] for s in self.samples), "complete": True}
 
 
-def raw_copy(url: str, run: Path, rows: int) -> dict:
-    """One connection COPYing every part into a fresh chunk table, then the HNSW build."""
+def raw_copy(url: str, run: Path, rows: int, build_index: bool = True) -> dict:
+    """One connection COPYing every part into a fresh chunk table, then (`build_index`) the HNSW build."""
     from psycopg import sql
 
     from jobs.store import arrow_copy
@@ -117,7 +117,8 @@ def raw_copy(url: str, run: Path, rows: int) -> dict:
             store.conn.execute("SELECT pg_stat_force_next_flush()")
             sampler.wait_for(rows)
         t1 = time.perf_counter()
-        store.ensure_hnsw_index(coll)
+        if build_index:
+            store.ensure_hnsw_index(coll)
         hnsw = time.perf_counter() - t1
     return {"wall_s": round(wall, 2), "hnsw_s": round(hnsw, 2), **sampler.phase(rows)}
 

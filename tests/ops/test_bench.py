@@ -297,3 +297,34 @@ def test_the_tie_bench_settles_equal_fused_ranks_by_each_rule():
     # one question with two equal BM25 scores among its first ten, one without
     ranked = [([("a", 3.0), ("b", 2.0), ("c", 2.0)], vector), ([("a", 3.0), ("b", 2.5)], vector)]
     assert fusion_ties.bm25_ties(ranked) == 1
+
+
+def test_the_scale_bench_copies_whole_documents_perturbed_and_reports_growth(tmp_path):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ops.bench import scale
+
+    rows = [{"source_path": f"p{d}.md", "seq": s, "chunk_id": f"c{d}-{s}", "text": "some words", "embed_text": "T\n\nsome words",
+             "text_sha256": f"h{d}{s}", "omitted": s == 2, "embedding": None if s == 2 else [0.6, 0.8, 0.0]}
+            for d in range(5) for s in range(3)]
+    seed_dir = tmp_path / "seed"
+    (seed_dir / "chunks").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(rows), seed_dir / "chunks" / "part-00000.parquet")
+    seed = scale.seed_rows(seed_dir)
+    copy = scale.perturbed(seed, 3, np.random.default_rng(0))
+    assert copy.column("source_path")[0].as_py() == "copy3/p0.md" and copy.column("text")[0].as_py().endswith("(copy3)")
+    vectors = [v for v in copy.column("embedding").to_pylist() if v is not None]
+    assert len(vectors) == 10 and all(abs(np.linalg.norm(v) - 1) < 1e-5 and v != [0.6, 0.8, 0.0] for v in vectors)
+    n = scale.make_run(seed_dir, seed, 15, tmp_path / "run")
+    out = pa.concat_tables([pq.read_table(p) for p in sorted((tmp_path / "run" / "chunks").glob("*.parquet"))])
+    assert n == 16 and out.num_rows == 24  # whole documents (3 rows, 2 embedded) until at least 15 embedded
+    assert len(set(out.column("chunk_id").to_pylist())) == out.num_rows
+    result = {"seed_rows": 15, "queries": 2, "sizes": [], "growth": []}
+    for size, ms in ((1000, 10.0), (10000, 20.0)):
+        search = {m: {"p50_ms": ms, "p95_ms": ms * 2} for m in scale.MODES}
+        result["sizes"].append({"rows": size, "load": {"wall_s": 1.0}, "raw_copy": {}, "search": search | {"size": {}}})
+    result["growth"] = scale.growth(result["sizes"])
+    assert result["growth"][0]["text"] == pytest.approx(0.3, abs=0.01)  # log 2 / log 10
+    assert "Growth exponent" in scale.report(result)

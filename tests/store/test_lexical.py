@@ -1,0 +1,132 @@
+"""jobs/store/lexical.py: BM25 through the sparse-weights HNSW index and the GIN index, its kept totals
+and pivot, against exact BM25 (jobs/store/text_search.py) on the embedded PostgreSQL."""
+
+import re
+from pathlib import Path
+
+import pytest
+from psycopg import sql
+
+from jobs.store import lexical, text_search
+from tests.factories import chunk_row, doc_row, unit_vector
+
+DIM = 4
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus" / "hugo"
+QUERIES = ["how do I configure the server port", "render hooks for links and images", "archetypes content",
+           "taxonomy terms template", "module mounts", "the server", "zebra"]
+
+
+def _paragraphs(n: int) -> list[str]:
+    out = []
+    for path in sorted(CORPUS.glob("*.md")):
+        for block in re.split(r"\n\s*\n", path.read_text(encoding="utf-8")):
+            words = block.split()
+            if 12 <= len(words) <= 200 and not block.lstrip().startswith(("```", "---", "{{", "|")):
+                out.append(" ".join(words))
+    return out[:n]
+
+
+def _commit(store, coll, name: str, i: int, texts: list[str]):
+    doc = doc_row(f"{name}-d{i}")
+    store.mark_pending(name, "r1", [doc])
+    store.commit_document(coll, doc, [chunk_row(doc["doc_id"], s, t, unit_vector(i + s, DIM), name)
+                                      for s, t in enumerate(texts)], "r1")
+    return doc
+
+
+def _load(store, name: str, docs: int = 40):
+    coll = store.ensure_collection(name, "m", DIM)
+    paragraphs = _paragraphs(2 * docs)
+    assert len(paragraphs) >= docs
+    for i in range(docs):
+        _commit(store, coll, name, i, paragraphs[2 * i:2 * i + 2])
+    store.ensure_text_index(coll)
+    return coll
+
+
+def _exact(store, coll, query, limit=10):
+    table = sql.Identifier(store.schema, coll.chunk_table)
+    return text_search.bm25_scores(store.conn, table, query, limit, text_search.corpus_stats(store.conn, table))
+
+
+def _indexed(store, coll, query, limit=10):
+    with store.conn.transaction():
+        return lexical.scores(store.conn, store.schema, coll.chunk_table, query, limit, text_search.TEXT_CONFIG)
+
+
+def _assert_same_ranking(exact, indexed):
+    assert [c for c, _ in indexed] == [c for c, _ in exact] or (
+        # Equal exact scores may come in either order; their scores must still match one to one.
+        sorted(round(s, 3) for _, s in indexed) == sorted(round(s, 3) for _, s in exact))
+    for (_, e), (_, g) in zip(exact, indexed):
+        assert g == pytest.approx(e, rel=1e-4)
+
+
+@pytest.mark.parametrize("through", ["gin", "hnsw"])
+def test_indexed_bm25_scores_what_exact_bm25_scores(store, monkeypatch, through):
+    coll = _load(store, f"lex_{through}")
+    if through == "hnsw":
+        monkeypatch.setattr(lexical, "RARE_DF", 0)  # every word through the sparse HNSW index
+    for query in QUERIES:
+        exact, indexed = _exact(store, coll, query), _indexed(store, coll, query)
+        assert bool(exact) == (query != "zebra")
+        _assert_same_ranking(exact, indexed)
+
+
+def test_kept_totals_follow_adds_updates_deletes_and_reloads(store):
+    coll = _load(store, "lex_totals", docs=12)
+    table = sql.Identifier(store.schema, coll.chunk_table)
+
+    def agree():
+        n, mean = lexical.totals(store.conn, store.schema, coll.chunk_table)
+        exact_n, exact_mean = text_search.corpus_stats(store.conn, table)
+        assert (n, mean) == (exact_n, pytest.approx(exact_mean))
+        return n
+
+    assert agree() == 24
+    _commit(store, coll, "lex_totals", 3, ["one short text now", "and another", "and a third about servers"])  # update
+    assert agree() == 25
+    store.delete_document(coll, "lex_totals-d5.md")
+    assert agree() == 23
+    lexical.fold_totals(store.conn, store.schema, coll.chunk_table)
+    assert store.conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE chunk_table = %s").format(
+        sql.Identifier(store.schema, "lexical_totals")), (coll.chunk_table,)).fetchone()[0] == 1
+    assert agree() == 23
+    store.conn.execute(sql.SQL("TRUNCATE {}").format(table))
+    assert agree() == 0
+
+
+def test_the_weights_follow_the_mean_length_once_it_drifts(store):
+    coll = _load(store, "lex_pivot", docs=10)
+    _, mean = lexical.totals(store.conn, store.schema, coll.chunk_table)
+    assert lexical.pivot(store.conn, store.schema, coll.chunk_table) == pytest.approx(mean, abs=1e-3)
+    long_text = " ".join(_paragraphs(60)[20:60])
+    for i in range(10, 16):
+        _commit(store, coll, "lex_pivot", i, [long_text + f" variant{i}"])
+    assert lexical.reconcile_pivot(store.conn, store.schema, coll.chunk_table, text_search.TEXT_CONFIG)
+    _, mean = lexical.totals(store.conn, store.schema, coll.chunk_table)
+    assert lexical.pivot(store.conn, store.schema, coll.chunk_table) == pytest.approx(mean, abs=1e-3)
+    assert not lexical.reconcile_pivot(store.conn, store.schema, coll.chunk_table, text_search.TEXT_CONFIG)
+    for query in QUERIES[:3]:
+        _assert_same_ranking(_exact(store, coll, query), _indexed(store, coll, query))
+
+
+def test_common_words_take_postgres_statistics_and_rare_ones_a_count(store, monkeypatch):
+    coll = _load(store, "lex_df", docs=20)
+    store.conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(store.schema, coll.chunk_table)))
+    n, _ = lexical.totals(store.conn, store.schema, coll.chunk_table)
+    counted = lexical.document_frequencies(store.conn, store.schema, coll.chunk_table, ["server", "hugo"], n)
+    monkeypatch.setattr(lexical, "RARE_DF", 0)  # everything counts as common: ANALYZE's share of rows
+    estimated = lexical.document_frequencies(store.conn, store.schema, coll.chunk_table, ["server", "hugo"], n)
+    for word in ("server", "hugo"):  # the sample is the whole table here, so the estimate is the count
+        assert estimated[word] == counted[word] > 0
+
+
+def test_a_table_without_the_weights_gets_them_on_first_use(store):
+    coll = _load(store, "lex_upgrade", docs=8)
+    store.conn.execute(sql.SQL("ALTER TABLE {} DROP COLUMN lex").format(sql.Identifier(store.schema, coll.chunk_table)))
+    assert lexical.pivot(store.conn, store.schema, coll.chunk_table) is None
+    store.ensure_text_index(coll)
+    assert store.table_index(coll.chunk_table, "hnsw", "lex") is not None
+    [hits] = store.search_many(coll, [unit_vector(0, DIM)], 3, queries=[QUERIES[0]], mode="text")
+    assert [h["chunk_id"] for h in hits] == [c for c, _ in _exact(store, coll, QUERIES[0], 3)]
