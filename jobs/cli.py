@@ -283,7 +283,9 @@ def cmd_load(args) -> int:
     print(f"loaded {out['documents']} documents, {out['vectors']} vectors from {out['runs']} run(s)"
           + (f" into {out['collection']}" if out.get("collection") else "")
           + f" with {out['writers']} writers"
-          + (f" ({out['duplicates_dropped']} duplicate rows of resumed runs dropped)" if out["duplicates_dropped"] else ""))
+          + (f" ({out['duplicates_dropped']} rows of resumed runs or of versions later runs replaced dropped)"
+             if out["duplicates_dropped"] else "")
+          + (f"; {out['deleted']} documents later runs deleted taken out" if out.get("deleted") else ""))
     if out["failed"]:
         print(f"{out['failed']} documents could not be loaded (`corpusmill status` lists them); they keep their old chunks")
         return 1

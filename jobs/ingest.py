@@ -48,7 +48,7 @@ from jobs.sources.uris import is_remote, join, local_path
 from jobs.store.connection import DatabaseUnavailable
 from jobs.store.known_vectors import vectors_to_reuse
 from jobs.store.locks import CollectionBusy
-from jobs.store.parquet import RunOutput
+from jobs.store.parquet import RunOutput, read_run_json
 from jobs.store.pgvector import PgStore
 from jobs.store.url import database_url
 from jobs.store.work_items import WorkItems
@@ -227,8 +227,12 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
             started_ray = on_ray.start(cfg)
         output = RunOutput(location, dim, storage, staging)
         run_dir = output.run_dir  # local: the run directory itself, or the staging copy of a remote one
+        # `deleted`: the documents this run took out (a resumed run id keeps its first attempt's), so that
+        # a reload of a history of runs (jobs/load.py) takes them out too.
+        deleted = set(plan.delete) | set(read_run_json(output.uri, storage).get("deleted") or ())
         output.write_json("run.json", {"run_id": run_id, "collection": cfg.collection, "fingerprint": fingerprint,
-                                       "plan": plan.counts(), "config": cfg.public_dict()})
+                                       "plan": plan.counts(), "deleted": sorted(deleted),
+                                       "config": cfg.public_dict()})
         store.start_run(run_id, cfg.collection, cfg.public_dict(), fingerprint, output.uri)
         result = IngestResult(run_id, cfg.collection, fingerprint, plan.counts(), output_dir=output.uri,
                               not_as_frozen=plan.not_as_frozen)

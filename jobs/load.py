@@ -1,22 +1,21 @@
 """Reload the database from runs' Parquet without recomputation (a new server, a lost database).
 
-Each run is one Ray Data job: read tasks take the run's Parquet parts and parallel writers commit
-their documents (jobs/store/writers.py: binary COPY from Arrow, many documents per transaction,
-each document atomically with its checkpoint row), so no row passes through the driver. Runs are
-loaded one after another, oldest first, so a later run's version of a document lands after an
-earlier one's and several runs rebuild the state they produced. A reload can be interrupted and
-repeated: every commit replaces a document whole.
-
-A resumed run (or a part written just before a kill, whose documents the resumed run processed
-again) can hold one document in two parts: the later part is the version that committed last. A
-first pass in the driver reads three columns of each part to find each document's last part; the
-read tasks leave the other versions out, and within a part each chunk_id counts once (its last row).
-The driver holds an entry per document, never the rows.
+The runs given are a history, oldest first: a later run's version of a document replaces an earlier
+one's, and a document a later run deleted (its run.json's `deleted`) is not loaded, or is taken out of
+the collection if it is there. A first pass in the driver reads three columns of every part of every
+run (and each run.json) to find where each document's last version is; the driver holds an entry per
+document, never the rows. Then all the runs of a collection are one Ray Data job: read tasks take the
+parts, each leaving out the documents whose last version is elsewhere (and within a part each chunk_id
+counts once, its last row: a resumed run can write a document twice), and parallel writers commit
+(jobs/store/writers.py: binary COPY from Arrow, many documents per transaction, each document
+atomically with its checkpoint row), so no row passes through the driver and many small runs load as
+fast as one big one. A reload can be interrupted and repeated: every commit replaces a document whole.
 """
 
 from __future__ import annotations
 
 import logging
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ from jobs.config import JobConfig
 from jobs.errors import ConfigError, NotFoundError
 from jobs.sources.storage import StorageOptions
 from jobs.sources.uris import is_remote
-from jobs.store.parquet import part_paths, read_part
+from jobs.store.parquet import part_paths, read_part, read_run_json
 from jobs.store.pgvector import PgStore
 from jobs.store.url import database_url
 
@@ -38,37 +37,67 @@ log = logging.getLogger(__name__)
 _INDEX_COLUMNS = ["collection", "source_path", "chunk_id", "embedding_model"]
 
 
+_DELETED = (-1, -1)  # where a document's last version is, when a run deleted it
+
+
 @dataclass
-class _RunIndex:
-    """Pass one over a run's parts (a few columns each): in which part each document's last version is,
-    and so which documents each part must leave out."""
+class _History:
+    """Pass one over the runs of one collection, oldest first: where each document's last version is
+    (run, part), or that a run deleted it, and so which documents each part must leave out."""
 
-    name: str | None = None
+    name: str
+    runs: list = field(default_factory=list)  # the run directories, in order
     models: set = field(default_factory=set)
-    last: dict[str, int] = field(default_factory=dict)  # doc_id -> index of the part with its last version
-    skip: dict[int, set] = field(default_factory=lambda: defaultdict(set))  # part -> documents a later part replaces
-    dropped: int = 0  # rows not loaded: repeats within a part, and versions a later part replaced
+    dimension: int | None = None
+    last: dict[str, tuple[int, int]] = field(default_factory=dict)  # doc_id -> (run, part) or _DELETED
+    paths: dict[str, str] = field(default_factory=dict)  # doc_id -> source_path
+    parts: list[tuple[int, str]] = field(default_factory=list)  # (run, part path), in load order
+    leave_out: dict[int, set] = field(default_factory=lambda: defaultdict(set))  # part -> docs whose last version is elsewhere
+    dropped: int = 0  # rows not loaded: repeats within a part, and versions a later part replaced or deleted
+    _rows: dict[str, int] = field(default_factory=dict)  # doc_id -> rows of its current last version
 
-    @classmethod
-    def read(cls, run_dir, paths: list[str], storage, collection: str | None) -> "_RunIndex":
-        index, rows_of = cls(), {}
-        for i, path in enumerate(paths):
+    def add_run(self, run_dir, paths: list[str], deleted: list[str], storage) -> None:
+        r = len(self.runs)
+        self.runs.append(run_dir)
+        for path_ in deleted:  # an ingest deletes before it commits anything
+            doc = doc_id(self.name, path_)
+            self._replace(doc, _DELETED, 0)
+            self.paths[doc] = path_
+        for path in paths:
             part = read_part(run_dir, path, storage, columns=_INDEX_COLUMNS)
             if not part.num_rows:
                 continue
-            index.name = index.name or collection or part.column("collection")[0].as_py()
-            index.models |= {m for m in part.column("embedding_model").to_pylist() if m}
+            p = len(self.parts)
+            self.parts.append((r, path))
+            self.models |= {m for m in part.column("embedding_model").to_pylist() if m}
             seen: dict[str, set] = defaultdict(set)
             for path_, chunk in zip(part.column("source_path").to_pylist(), part.column("chunk_id").to_pylist()):
-                doc = doc_id(index.name, path_)
-                index.dropped += chunk in seen[doc]
+                doc = doc_id(self.name, path_)
+                self.dropped += chunk in seen[doc]
                 seen[doc].add(chunk)
+                self.paths[doc] = path_
             for doc, chunks in seen.items():
-                if doc in index.last:
-                    index.skip[index.last[doc]].add(doc)
-                    index.dropped += rows_of[doc]
-                index.last[doc], rows_of[doc] = i, len(chunks)
-        return index
+                self._replace(doc, (r, p), len(chunks))
+
+    def _replace(self, doc: str, where: tuple[int, int], rows: int) -> None:
+        """`doc`'s last version is now `where` (with `rows` rows): the part that held it leaves it out."""
+        before = self.last.get(doc)
+        if before is not None and before != _DELETED:
+            self.leave_out[before[1]].add(doc)
+            self.dropped += self._rows.get(doc, 0)
+        self.last[doc], self._rows[doc] = where, rows
+
+    def items(self) -> list[dict]:
+        """Read-task items: each part that holds a last version, with the documents it must leave out."""
+        winners: dict[int, int] = defaultdict(int)
+        for where in self.last.values():
+            if where != _DELETED:
+                winners[where[1]] += 1
+        return [{"run_dir": str(self.runs[r]), "path": path, "skip": sorted(self.leave_out.get(p, ()))}
+                for p, (r, path) in enumerate(self.parts) if winners[p]]
+
+    def deleted(self) -> list[str]:
+        return sorted(self.paths[d] for d, where in self.last.items() if where == _DELETED)
 
 
 def prepare_part(part: pa.Table, collection: str, skip: set[str]) -> pa.Table:
@@ -100,19 +129,49 @@ def prepare_part(part: pa.Table, collection: str, skip: set[str]) -> pa.Table:
 
 @dataclass(frozen=True)
 class _ReadParts:
-    """The read tasks' function: batches of (path, skip) rows in, the prepared parts out."""
-    run_dir: str
+    """The read tasks' function: batches of (run_dir, path, skip) rows in, the prepared parts out."""
     collection: str
     storage: StorageOptions | None
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        return pa.concat_tables([prepare_part(read_part(self.run_dir, r["path"], self.storage), self.collection,
+        return pa.concat_tables([prepare_part(read_part(r["run_dir"], r["path"], self.storage), self.collection,
                                               set(r["skip"] or ())) for r in batch.to_pylist()])
+
+
+def _histories(run_dirs: list, storage, collection: str | None) -> list[_History]:
+    """The runs grouped by the collection they load into (`collection`, else each run's own), each
+    group's first pass done."""
+    out: dict[str, _History] = {}
+    for run_dir in run_dirs:
+        if not is_remote(run_dir) and not (Path(run_dir) / "chunks").is_dir():
+            raise NotFoundError(f"{run_dir} has no chunks/ folder: is it a corpusmill run directory?")
+        paths = part_paths(run_dir, storage)
+        info = read_run_json(run_dir, storage)
+        name = collection or info.get("collection")
+        if name is None and paths:
+            name = read_part(run_dir, paths[0], storage, columns=["collection"]).column("collection")[0].as_py()
+        if name is None:
+            if is_remote(run_dir):
+                raise NotFoundError(f"{run_dir} has no chunks/ parts: is it a corpusmill run directory?")
+            continue
+        if paths:
+            schema = read_part(run_dir, paths[0], storage, schema_only=True)
+            if "content_sha256" not in schema.names:
+                raise ConfigError(f"{run_dir} was written before runs recorded content_sha256; re-run ingest instead")
+        history = out.setdefault(name, _History(name))
+        history.add_run(run_dir, paths, info.get("deleted") or [], storage)
+        if paths and history.dimension is None:
+            history.dimension = schema.field("embedding").type.list_size
+        if len(history.models) > 1:
+            raise ConfigError(f"{run_dir}: the runs loaded into {name!r} hold more than one embedding model "
+                              f"({', '.join(sorted(history.models))})")
+    return list(out.values())
 
 
 def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: str | None = None,
                       writers: int | None = None) -> dict:
-    """Each run's documents committed by `writers` parallel write tasks (default `sink.writers`)."""
+    """Each collection's history of runs committed in one job by `writers` parallel write tasks (default
+    `sink.writers`)."""
     # Ray and the writers are imported when a load runs: this module stays light for the CLI.
     import ray.data
 
@@ -122,62 +181,60 @@ def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: st
 
     writers = writers or cfg.sink.writers_for()
     loaded = {"documents": 0, "vectors": 0, "shared": 0, "runs": 0, "duplicates_dropped": 0, "failed": 0,
-              "writers": writers}
+              "deleted": 0, "writers": writers}
     storage = StorageOptions.from_config(cfg.storage)
     url = database_url(cfg)
-    locked: set[str] = set()
     started = False
     try:
         with PgStore(url, cfg.database.schema_name, reconnect_seconds=cfg.database.reconnect_seconds) as store:
             store.migrate()
-            coll = None
-            for run_dir in run_dirs:
-                if not is_remote(run_dir) and not (Path(run_dir) / "chunks").is_dir():
-                    raise NotFoundError(f"{run_dir} has no chunks/ folder: is it a corpusmill run directory?")
-                paths = part_paths(run_dir, storage)
-                index = _RunIndex.read(run_dir, paths, storage, collection)
-                if index.name is None:
-                    if is_remote(run_dir):
-                        raise NotFoundError(f"{run_dir} has no chunks/ parts: is it a corpusmill run directory?")
-                    continue
-                if len(index.models) != 1:
-                    raise ConfigError(f"{run_dir}: expected one embedding model in the run, found {sorted(index.models)}")
-                schema = read_part(run_dir, paths[0], storage, schema_only=True)
-                if "content_sha256" not in schema.names:
-                    raise ConfigError(f"{run_dir} was written before runs recorded content_sha256; re-run ingest instead")
-                name = index.name
-                if name not in locked:  # no ingest may commit into the collection while it is reloaded
-                    store.lock_collection(name, f"corpusmill load {Path(str(run_dir)).name}",
-                                          cfg.database.lock_wait_seconds)
-                    locked.add(name)
-                coll = store.ensure_collection(name, next(iter(index.models)), schema.field("embedding").type.list_size)
-                started = init_ray(cfg) or started
-                run_name = Path(str(run_dir).rstrip("/")).name
-                log.info("loading %s: %d parts, %d documents, %d writers", run_dir, len(paths), len(index.last), writers)
-                items = [{"path": p, "skip": sorted(index.skip.get(i, ()))} for i, p in enumerate(paths)]
-                args = placement(run_dir, url, cfg.sink.placement)
-                sink = ChunkDatasink(url, cfg.database.schema_name, coll, run_name, label=f"corpusmill load {run_name}",
-                                     share_text=cfg.database.shared_text == "once",
-                                     batch_rows=cfg.sink.flush_rows, batch_seconds=cfg.sink.flush_seconds,
-                                     reconnect_seconds=cfg.database.reconnect_seconds)
-                (ray.data.from_items(items, override_num_blocks=len(items))
-                 .map_batches(_ReadParts(str(run_dir), name, storage), batch_size=1, batch_format="pyarrow", **args)
-                 .write_datasink(sink, concurrency=writers,
-                                 ray_remote_args=writer_args(run_dir, url, cfg.sink.placement)))
-                stats: SinkStats = sink.stats
-                loaded["documents"] += stats.docs_done
-                loaded["vectors"] += stats.vectors
-                loaded["shared"] += stats.shared
-                loaded["failed"] += stats.docs_failed
-                loaded["duplicates_dropped"] += index.dropped + stats.duplicate_rows
-                loaded["runs"] += 1
-                log.info("loaded %s: %d documents so far (%d duplicate rows dropped, %d transactions)", run_dir,
-                         loaded["documents"], loaded["duplicates_dropped"], stats.transactions)
-            if coll is not None:
-                store.ensure_indexes(coll, cfg.database)
-                loaded["collection"] = coll.name
+            for history in _histories(run_dirs, storage, collection):
+                name = history.name
+                last_run = Path(str(history.runs[-1]).rstrip("/")).name
+                # No ingest may commit into the collection while it is reloaded.
+                store.lock_collection(name, f"corpusmill load {last_run}", cfg.database.lock_wait_seconds)
+                items = history.items()
+                if history.models:
+                    coll = store.ensure_collection(name, next(iter(history.models)), history.dimension)
+                else:
+                    coll = store.get_collection(name)
+                gone = history.deleted()
+                if coll is not None and gone:
+                    for path_ in store.stored_documents(name, gone):
+                        store.delete_document(coll, path_)
+                        loaded["deleted"] += 1
+                loaded["runs"] += len(history.runs)
+                if items:
+                    started = init_ray(cfg) or started
+                    log.info("loading %s: %d runs, %d parts, %d documents, %d writers", name, len(history.runs),
+                             len(items), sum(w != _DELETED for w in history.last.values()), writers)
+                    first = history.runs[0]
+                    sink = ChunkDatasink(url, cfg.database.schema_name, coll, last_run, label=f"corpusmill load {last_run}",
+                                         share_text=cfg.database.shared_text == "once",
+                                         batch_rows=cfg.sink.flush_rows, batch_seconds=cfg.sink.flush_seconds,
+                                         reconnect_seconds=cfg.database.reconnect_seconds)
+                    with warnings.catch_warnings():
+                        # Ray 2.60 names no parameter for a scheduling strategy: placement() must go in
+                        # ray_remote_args, which it calls deprecated.
+                        warnings.filterwarnings("ignore", message="`ray_remote_args` is deprecated")
+                        (ray.data.from_items(items, override_num_blocks=len(items))
+                         .map_batches(_ReadParts(name, storage), batch_size=1, batch_format="pyarrow",
+                                      **placement(first, url, cfg.sink.placement))
+                         .write_datasink(sink, concurrency=min(writers, len(items)),
+                                         ray_remote_args=writer_args(first, url, cfg.sink.placement)))
+                    stats: SinkStats = sink.stats
+                    loaded["documents"] += stats.docs_done
+                    loaded["vectors"] += stats.vectors
+                    loaded["shared"] += stats.shared
+                    loaded["failed"] += stats.docs_failed
+                    loaded["duplicates_dropped"] += history.dropped + stats.duplicate_rows
+                    log.info("loaded %s: %d documents (%d duplicate rows dropped, %d transactions)", name,
+                             stats.docs_done, history.dropped + stats.duplicate_rows, stats.transactions)
+                if coll is not None:
+                    store.ensure_indexes(coll, cfg.database)
+                    loaded["collection"] = coll.name
+                store.unlock_collection(name)
     finally:
         if started:
             stop_ray_in_background().join(timeout=30)
     return loaded
-

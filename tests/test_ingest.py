@@ -245,6 +245,8 @@ def test_incremental_changes_and_config_fingerprint(tmp_path, corpus, env, pg_ur
     qa = next(line.split()[1] for line in out.stdout.splitlines() if line.startswith("qa:"))
     metrics = json.loads(open(f"{qa}/metrics.json").read())
     assert metrics["chunks"]["shared"] == len(untouched)
+    # The run records what it deleted, so a reload of the history of runs deletes it too (jobs/load.py).
+    assert json.loads(open(f"{qa}/../run.json").read())["deleted"] == ["hugo/archetypes.md"]
     # Vectors of texts the collection held (the copied page, server.md's unchanged chunks) were reused (#20).
     c = metrics["chunks"]
     assert c["vectors_reused"] >= len(untouched) and c["vectors_computed"] > 0, c

@@ -45,6 +45,62 @@ def test_a_document_in_two_parts_of_a_resumed_run_loads_once_as_its_last_version
     assert store.status("load_dst")["chunks"] == 5
 
 
+def _run(path: Path, deleted: list[str], *docs: tuple[str, list[str]]) -> Path:
+    """A run directory of one part holding `docs` ((name, texts) each) whose run.json records `deleted`."""
+    import json
+
+    out = RunOutput(path, 4)
+    out.write_part([row for name, texts in docs for row in _rows(name, texts)])
+    (path / "run.json").write_text(json.dumps({"collection": "load_src", "deleted": deleted}))
+    return path
+
+
+def test_a_history_of_runs_reloads_in_one_job_into_the_state_it_reached_also_after_a_stopped_reload(
+        tmp_path, store, pg_url, ray_address, monkeypatch):
+    monkeypatch.setenv("RAY_ADDRESS", ray_address)
+    history = [
+        _run(tmp_path / "r1", [], ("a", ["a one"]), ("b", ["b one"]), ("c", ["c one", "c two"])),
+        _run(tmp_path / "r2", ["b.md"], ("a", ["a two"]), ("d", ["d one"])),  # a updated, b deleted, d new
+        _run(tmp_path / "r3", ["d.md"], ("c", ["c three"]), ("b", ["b again"])),  # c updated, d deleted, b back
+    ]
+    cfg = apply_overrides(JobConfig.model_validate({"sink": {"writers": 2}}), database_url=pg_url)
+
+    def state():
+        coll = store.get_collection("load_hist")
+        rows = store.conn.execute(f"SELECT source_path, seq, text, embedding::text FROM corpusmill.{coll.chunk_table} "
+                                  "ORDER BY 1, 2").fetchall()
+        docs = store.conn.execute("SELECT source_path, status, chunk_count FROM corpusmill.documents "
+                                  "WHERE collection = 'load_hist' ORDER BY 1").fetchall()
+        return [r[:3] for r in rows], docs, len({r[3] for r in rows})
+
+    # A reload that stopped after the first two runs, as a killed one leaves the collection; then the whole.
+    load_from_parquet(cfg, history[:2], collection="load_hist")
+    assert [r[0] for r in state()[0]] == ["a.md", "c.md", "c.md", "d.md"]
+    loaded = load_from_parquet(cfg, history, collection="load_hist")
+    assert loaded["runs"] == 3 and loaded["deleted"] == 1  # d, which the stopped reload had loaded
+    expected = ([("a.md", 0, "a two"), ("b.md", 0, "b again"), ("c.md", 0, "c three")],
+                [("a.md", "done", 1), ("b.md", "done", 1), ("c.md", "done", 1)], 1)
+    assert state() == expected
+    assert loaded["documents"] == 3 and loaded["duplicates_dropped"] == 5  # the earlier rows of a, b, c (two), d
+    assert load_from_parquet(cfg, history, collection="load_hist")["deleted"] == 0  # repeated: the same state
+    assert state() == expected
+
+
+def test_a_reload_builds_the_configured_vector_index_and_searches_through_it(tmp_path, store, pg_url, ray_address,
+                                                                          monkeypatch):
+    monkeypatch.setenv("RAY_ADDRESS", ray_address)
+    out = RunOutput(tmp_path / "run", 4)
+    out.write_part(_rows("a", ["alpha one", "alpha two"]) + _rows("b", ["bravo zulu"]))
+    cfg = apply_overrides(JobConfig.model_validate({"database": {"vector_index": "halfvec"}}), database_url=pg_url)
+    assert load_from_parquet(cfg, [tmp_path / "run"], collection="load_half")["vectors"] == 3
+    coll = store.get_collection("load_half")
+    assert store.vector_index_kind(coll) == "halfvec"
+    [hits] = store.search_many(coll, [unit_vector(1, 4)], 1)
+    assert hits[0]["text"] == "alpha two" and hits[0]["score"] == pytest.approx(1.0)
+    [hits] = store.search_many(coll, [unit_vector(0, 4)], 1, queries=["zulu"], mode="text")
+    assert hits[0]["text"] == "bravo zulu"
+
+
 def _writer_pids() -> list[int]:
     """Ray workers running a write task (their process title names the operator)."""
     pids = []

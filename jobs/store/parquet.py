@@ -219,6 +219,19 @@ def part_paths(run_dir: Path | str, storage: StorageOptions | None = None) -> li
     return [str(p) for p in sorted((Path(run_dir) / "chunks").glob("part-*.parquet"))]
 
 
+def read_run_json(run_dir: Path | str, storage: StorageOptions | None = None) -> dict:
+    """A run directory's run.json ({} when it has none: a directory of parts only)."""
+    if is_remote(run_dir):
+        loc = locate(str(run_dir), storage)
+        name = f"{loc.path}/run.json"
+        if not loc.fs.exists(name):
+            return {}
+        with loc.fs.open(name, "rb") as f:
+            return json.loads(f.read().decode("utf-8"))
+    path = Path(run_dir) / "run.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
 def read_part(run_dir: Path | str, path: str, storage: StorageOptions | None = None,
               columns: list[str] | None = None, schema_only: bool = False) -> pa.Table | pa.Schema:
     """One part of `part_paths(run_dir)`, whole or only `columns`; or only its schema."""

@@ -10,7 +10,9 @@ of the chunk table's shape (generated full-text column, doc_id and text_sha256 i
 
 - raw COPY: one connection, one `COPY … FROM STDIN (FORMAT BINARY)` per Parquet part, fed by the same
   Arrow-to-COPY conversion the writers use (jobs/store/arrow_copy.py), then the HNSW build;
-- corpusmill: `corpusmill load` as a user runs it (Ray start, the driver's first pass, writers).
+- corpusmill: `corpusmill load` as a user runs it (Ray start, the driver's first pass, writers), of the
+  copies as one run of many parts, and as a history of BENCH_WRITE_COPIES runs of one part each (one
+  `load --from-parquet RUN1 … RUNn`, with the most writers).
 
 The loading phase of each is seen from the database, as the issue defines it: a sampler reads the
 target table's inserted-row counter (pg_stat_user_tables.n_tup_ins) and the COPY sessions in
@@ -22,12 +24,14 @@ mark (VmHWM), sampled while it runs.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import yaml
@@ -123,8 +127,27 @@ def raw_copy(url: str, run: Path, rows: int, build_index: bool = True) -> dict:
     return {"wall_s": round(wall, 2), "hnsw_s": round(hnsw, 2), **sampler.phase(rows)}
 
 
-def load(url: str, run: Path, rows: int, writers: int, collection: str) -> dict:
-    """`corpusmill load` into a fresh collection, sampled from the database."""
+def history(src: Path, dst: Path, n: int) -> tuple[list[Path], int]:
+    """`n` run directories of one part each, copy c of `src`'s rows in the c-th (distinct paths, ids and
+    text hashes, as `copies` makes them): the shape of a history of small runs. Returns them and the rows."""
+    big = dst / "all"
+    rows = copies(src, big, n, distinct_text=True)
+    parts = sorted((big / "chunks").glob("part-*.parquet"))
+    per_copy = len(parts) // n
+    runs = []
+    for c in range(n):
+        run = dst / f"run{c:03d}"
+        (run / "chunks").mkdir(parents=True, exist_ok=True)
+        table = pa.concat_tables([pq.read_table(p) for p in parts[c * per_copy:(c + 1) * per_copy]])
+        pq.write_table(table, run / "chunks" / "part-00000.parquet")
+        runs.append(run)
+    shutil.rmtree(big)
+    return runs, rows
+
+
+def load(url: str, run: Path | list[Path], rows: int, writers: int, collection: str) -> dict:
+    """`corpusmill load` of one run directory or a history of them into a fresh collection, sampled from
+    the database."""
     from jobs.store.names import chunk_table_name
 
     table = chunk_table_name(collection, common.MODEL, 384)
@@ -138,7 +161,8 @@ def load(url: str, run: Path, rows: int, writers: int, collection: str) -> dict:
     log = common.out_dir() / f"write-path-{collection}.log"
     t0 = time.perf_counter()
     with open(log, "w") as err:
-        proc = subprocess.Popen([str(common.BIN / "corpusmill"), "load", "--from-parquet", str(run),
+        runs = [str(r) for r in (run if isinstance(run, list) else [run])]
+        proc = subprocess.Popen([str(common.BIN / "corpusmill"), "load", "--from-parquet", *runs,
                                  "--collection", collection, "--writers", str(writers), "--config", str(config)],
                                 cwd=common.REPO, env=env, stdout=subprocess.PIPE, stderr=err, text=True)
         with Sampler(url, table, pid=proc.pid) as sampler:
@@ -165,10 +189,13 @@ def bench() -> dict:
     for w in WRITERS:
         out["load"].append(load(url, big, rows, w, f"bench_write_w{w}"))
     best = max(WRITERS)
+    # The same rows as a history of COPIES runs of one part each (a rebuilt database from nightly runs).
+    runs, rows_runs = history(src, work / "write-history", COPIES)
+    out["history"] = load(url, runs, rows_runs, best, "bench_write_hist")
     out["memory"] = {"x2": load(url, small, rows_small, best, "bench_write_mem2")["peak_rss_mib"],
                      "x64": next(r["peak_rss_mib"] for r in out["load"] if r["writers"] == best)}
     raw = out["raw_copy"].get("rows_per_second")
-    for r in out["load"]:
+    for r in out["load"] + [out["history"]]:
         r["ratio_to_raw_copy"] = round(r["rows_per_second"] / raw, 2) if raw and r.get("rows_per_second") else None
     return out
 
@@ -179,6 +206,11 @@ def report(r: dict) -> str:
     for x in r["load"]:
         rows.append([f"corpusmill load, {x['writers']} writers", x.get("seconds"), x.get("rows_per_second"),
                      x.get("ratio_to_raw_copy"), x.get("max_copy_sessions"), x["peak_rss_mib"], x["wall_s"]])
+    h = r.get("history")
+    if h:
+        rows.append([f"corpusmill load of {r['copies']} one-part runs, {h['writers']} writers", h.get("seconds"),
+                     h.get("rows_per_second"), h.get("ratio_to_raw_copy"), h.get("max_copy_sessions"),
+                     h["peak_rss_mib"], h["wall_s"]])
     table = common.table(["loader", "loading phase (s)", "rows/s", "ratio", "COPY sessions at once",
                           "peak RSS (MiB)", "wall (s)"], rows,
                          f"Write ceiling: {r['rows']:,} rows ({r['files']} pages × {r['copies']}), "

@@ -306,8 +306,9 @@ def test_the_scale_bench_copies_whole_documents_perturbed_and_reports_growth(tmp
 
     from ops.bench import scale
 
-    rows = [{"source_path": f"p{d}.md", "seq": s, "chunk_id": f"c{d}-{s}", "text": "some words", "embed_text": "T\n\nsome words",
-             "text_sha256": f"h{d}{s}", "omitted": s == 2, "embedding": None if s == 2 else [0.6, 0.8, 0.0]}
+    rows = [{"source_path": f"p{d}.md", "seq": s, "chunk_id": f"c{d}-{s}", "text": "some words",
+             "embed_text": "T\n\nsome words", "text_sha256": f"h{d}{s}", "omitted": s == 2,
+             "embedding": None if s == 2 else [0.6, 0.8, 0.0]}
             for d in range(5) for s in range(3)]
     seed_dir = tmp_path / "seed"
     (seed_dir / "chunks").mkdir(parents=True)
