@@ -134,7 +134,12 @@ def database_url() -> str:
 
 
 def stop_database() -> None:
-    subprocess.run([str(BIN / "corpusmill"), "db", "stop"], capture_output=True, text=True, cwd=REPO)
+    """Stop the private home's embedded server. Without the `corpusmill` script beside this Python (a
+    checkout run from PYTHONPATH, as on a GPU machine with carried packages) no server was started by it."""
+    try:
+        subprocess.run([str(BIN / "corpusmill"), "db", "stop"], capture_output=True, text=True, cwd=REPO)
+    except FileNotFoundError:
+        pass
 
 
 def end_ray_leftovers(ray_tmp: str) -> list[int]:

@@ -106,6 +106,8 @@ def bench() -> dict:
     from jobs.tools.evaluate import load_golden
 
     out, model = {"sets": {}}, None
+    with PgStore(common.database_url(), "corpusmill") as store:
+        store.migrate()  # a fresh home: the tables stored_rows reads
     for name in retrieval.chosen_sets():
         data = retrieval.prepare(name, common.work_dir())
         collection = f"eval_{name}_default"
