@@ -130,3 +130,16 @@ def test_a_table_without_the_weights_gets_them_on_first_use(store):
     assert store.table_index(coll.chunk_table, "hnsw", "lex") is not None
     [hits] = store.search_many(coll, [unit_vector(0, DIM)], 3, queries=[QUERIES[0]], mode="text")
     assert [h["chunk_id"] for h in hits] == [c for c, _ in _exact(store, coll, QUERIES[0], 3)]
+
+
+def test_a_chunk_of_more_than_a_thousand_lexemes_keeps_its_thousand_heaviest_and_is_indexed(store):
+    coll = store.ensure_collection("lex_wide", "m", DIM)
+    wide = " ".join(f"term{i:04d}" for i in range(1200)) + " term0007 term0007"  # 1,200 lexemes, one thrice
+    _commit(store, coll, "lex_wide", 0, [wide])
+    _commit(store, coll, "lex_wide", 1, ["a short chunk about term0007 and term1199"])
+    store.ensure_text_index(coll)  # the HNSW index takes at most 1,000 non-zero elements a vector
+    (stored,) = store.conn.execute(sql.SQL("SELECT lex::text FROM {} WHERE doc_id = 'lex_wide-d0'").format(
+        sql.Identifier(store.schema, coll.chunk_table))).fetchone()
+    assert stored.count(":") == 1000
+    [hits] = store.search_many(coll, [unit_vector(0, DIM)], 2, queries=["term0007"], mode="text")
+    assert [h["chunk_id"] for h in hits] == ["lex_wide-d1-0", "lex_wide-d0-0"]  # the short chunk first, as BM25 has it
