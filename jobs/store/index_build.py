@@ -20,13 +20,14 @@ from psycopg import sql
 log = logging.getLogger(__name__)
 
 PROGRESS_SECONDS = 10.0  # a progress line at most this often
-GRAPH_OVERHEAD = 1.3  # pgvector's per-element bookkeeping beyond the vector and its neighbour lists
+GRAPH_OVERHEAD = 1.2  # allocation slack beyond what graph_bytes counts
 
 
 def graph_bytes(rows: int, value_bytes: float, m: int) -> int:
-    """What pgvector's in-memory HNSW graph of `rows` takes: each element's value and its layer-0
-    neighbour list (2m entries of ~10 bytes; upper layers add ~1/m of that), with its bookkeeping."""
-    return int(rows * (value_bytes + 2 * m * 10 * (1 + 1 / m) + 64) * GRAPH_OVERHEAD)
+    """What pgvector's in-memory HNSW graph of `rows` takes: each element's value, its layer-0
+    neighbour list (2m candidates of 16 bytes: a pointer, a distance, a flag; upper layers add ~1/m of
+    that) and its element header, with allocation slack."""
+    return int(rows * (value_bytes + 2 * m * 16 * (1 + 1 / m) + 128) * GRAPH_OVERHEAD)
 
 
 def parallel_workers(conn, url: str) -> int:
