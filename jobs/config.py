@@ -374,8 +374,8 @@ class DatabaseConfig(_Strict):
     ef_search: int = Field(
         100, ge=1, description="HNSW candidates a vector query considers (hnsw.ef_search; pgvector's 40 loses recall "
         "here). The fused modes ask for at least 200 (jobs/store/text_search.py FUSED_EF_SEARCH)")
-    vector_index: Literal["vector", "halfvec", "binary"] = Field("vector", description="what the vectors' HNSW index "
-        "holds: float32, half precision or bits (jobs/store/vector_index.py); the table keeps float32")
+    vector_index: Literal["vector", "halfvec", "binary"] = Field("halfvec", description="what the vectors' HNSW "
+        "index holds: float32, half precision or bits (jobs/store/vector_index.py); the table keeps float32")
     index_memory_mb: int = Field(4096, ge=64, description="the most memory an HNSW build may take "
         "(maintenance_work_mem, raised as far as the graph needs); a larger graph builds on disk, slower")
     search_mode: Literal["vector", "text", "hybrid", "hybrid-doc"] = Field(
