@@ -408,7 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
 
-    p = sub.add_parser("search", help="nearest chunks to a query (pgvector HNSW, cosine)")
+    p = sub.add_parser("search", help="the chunks that best answer a query (default: BM25 and vectors fused; --mode)")
     p.add_argument("--collection", help="default: the config's collection")
     p.add_argument("-k", type=int, default=5)
     p.add_argument("--json", action="store_true", help="one JSON line per query")

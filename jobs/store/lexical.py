@@ -36,7 +36,10 @@ K1, B = 1.2, 0.75  # as in bm25_document (migration 007) and exact BM25 (text_se
 RARE_DF = 1000  # a lexeme in at most this many chunks: its chunks are candidates through GIN
 DEFAULT_PIVOT = 40.0  # a new table's pivot until its first load says what its mean length is
 PIVOT_DRIFT = 0.2  # the weights are recomputed when the mean length moves this far from the pivot
-SPARSE_EF_SEARCH = 200  # HNSW candidates for the sparse ranking (at least its depth)
+# HNSW candidates for the sparse ranking (at least its depth): a graph over sparse vectors walks
+# plateaus of equal (zero) scores, and a deeper candidate list finds more of exact BM25's first hits
+# for common words at about the same cost (docs/benchmarks.md, Scale).
+SPARSE_EF_SEARCH = 400
 
 
 def column(schema: str, pivot: float, config: str) -> sql.Composable:
@@ -181,12 +184,16 @@ def scores(conn, schema: str, table: str, query: str, limit: int, config: str) -
         "SELECT {}(l) AS d, sum(w)::real AS w FROM unnest(%s::text[], %s::float8[]) AS u(l, w) GROUP BY 1) s").format(
         _function(schema, "lexeme_dimension")), (list(weights), list(weights.values()))).fetchone()[0]
     found: dict[str, float] = {}
+    # This query's own candidate depth; the caller's setting (a vector ranking's) is put back after it.
     ef = conn.execute("SELECT current_setting('hnsw.ef_search', true)").fetchone()[0]
-    if not ef or int(ef) < max(limit, SPARSE_EF_SEARCH):
-        conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(limit, SPARSE_EF_SEARCH))))
-    for chunk, score in conn.execute(sql.SQL(
-            "SELECT chunk_id, -(lex <#> %(q)s) FROM {} ORDER BY lex <#> %(q)s LIMIT %(lim)s").format(t),
-            {"q": q, "lim": limit}):
+    wanted = max(limit, SPARSE_EF_SEARCH)
+    if not ef or int(ef) < wanted:
+        conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(wanted)))
+    rows = conn.execute(sql.SQL("SELECT chunk_id, -(lex <#> %(q)s) FROM {} ORDER BY lex <#> %(q)s LIMIT %(lim)s").format(t),
+                        {"q": q, "lim": limit}).fetchall()
+    if ef and int(ef) < wanted:
+        conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(int(ef))))
+    for chunk, score in rows:
         if score > 0:
             found[chunk] = float(score)
     rare = [lx for lx, f in df.items() if 0 < f <= RARE_DF]
