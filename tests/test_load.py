@@ -86,6 +86,53 @@ def test_a_history_of_runs_reloads_in_one_job_into_the_state_it_reached_also_aft
     assert state() == expected
 
 
+@pytest.mark.slow
+def test_a_history_reload_killed_mid_run_and_repeated_ends_as_a_clean_reload(tmp_path, store, pg_url, ray_address,
+                                                                            cm_home):
+    from tests.conftest import write_config
+    from tests.test_ingest import pace_collection, unpace_inserts, wait_for_done
+
+    runs = []
+    for r in range(12):  # each run updates "common", adds two documents, and from the sixth deletes an early one
+        docs = [("common", [f"common version {r}", f"common tail {r}"]), (f"n{r}a", [f"new a {r}"]), (f"n{r}b", [f"b {r}"])]
+        runs.append(_run(tmp_path / f"r{r:02d}", [f"n{r - 5}a.md"] if r >= 5 else [], *docs))
+    cfg = write_config(tmp_path / "load.yaml", "load_src", [tmp_path], database__lock_wait_seconds=60)
+    env = dict(os.environ, RAY_ADDRESS=ray_address, CORPUSMILL_HOME=str(cm_home), DATABASE_URL=pg_url)
+    command = [str(BIN / "corpusmill"), "load", "--from-parquet", *map(str, runs), "--collection", "hist_kill",
+               "--writers", "2", "--config", str(cfg)]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    paced = None
+    try:
+        paced = pace_collection(pg_url, "hist_kill", proc, seconds=0.5)  # each commit held: killed mid-run
+        assert wait_for_done(pg_url, "hist_kill", 2, proc, timeout=300) >= 2 and proc.poll() is None
+        proc.kill()
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if paced:
+            unpace_inserts(pg_url, paced)
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr[-3000:]
+    cfg_clean = apply_overrides(JobConfig(), database_url=pg_url)
+    load_from_parquet(cfg_clean, runs, collection="hist_clean")
+
+    def state(name):
+        coll = store.get_collection(name)
+        rows = store.conn.execute(f"SELECT source_path, seq, text, embedding::text FROM corpusmill.{coll.chunk_table} "
+                                  "ORDER BY 1, 2").fetchall()
+        docs = store.conn.execute("SELECT source_path, status, chunk_count FROM corpusmill.documents "
+                                  "WHERE collection = %s ORDER BY 1", (name,)).fetchall()
+        return rows, docs
+
+    rows, docs = state("hist_kill")
+    assert (rows, docs) == state("hist_clean")
+    assert [r[2] for r in rows if r[0] == "common.md"] == ["common version 11", "common tail 11"]
+    assert {d[0] for d in docs} == {f"n{r}{x}.md" for r in range(12) for x in "ab"} - {f"n{r}a.md" for r in range(7)} | {
+        "common.md"}
+    assert store.conn.execute("SELECT count(*) FROM corpusmill.staged_rows WHERE collection = 'hist_kill'").fetchone()[0] == 0
+
+
 def test_a_reload_builds_the_configured_vector_index_and_searches_through_it(tmp_path, store, pg_url, ray_address,
                                                                           monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", ray_address)
