@@ -284,7 +284,7 @@ class PgStore(RunRecords, EmbeddingSpaces):
         """Every search index of the collection's table after a load (`db`: the config's database
         section): BM25's first, since recomputing its weights rewrites the table. True when the vectors'
         HNSW index was built now."""
-        self.ensure_text_index(coll, db.hnsw_m, db.hnsw_ef_construction, db.index_memory_mb)
+        self.ensure_text_index(coll, db.hnsw_m, db.hnsw_ef_construction, db.index_memory_mb, after_load=True)
         return self.ensure_hnsw_index(coll, db.hnsw_m, db.hnsw_ef_construction, db.index_memory_mb, db.vector_index)
 
     @reconnecting
@@ -472,11 +472,13 @@ class PgStore(RunRecords, EmbeddingSpaces):
 
     @reconnecting
     def ensure_text_index(self, coll: Collection, m: int = 16, ef_construction: int = 64,
-                          memory_mb: int = DEFAULT_INDEX_MEMORY_MB) -> bool:
+                          memory_mb: int = DEFAULT_INDEX_MEMORY_MB, after_load: bool = False) -> bool:
         """The full-text column and its GIN index, and the BM25 weights' column, totals and HNSW index
-        (jobs/store/lexical.py), built once the first load is in, like the vectors' HNSW, and before it:
-        the weights may be recomputed for the load's mean length, a rewrite of the table. A table made
-        before a column existed gets it here (one rewrite). True when the GIN index was built now."""
+        (jobs/store/lexical.py), built once the first load is in, like the vectors' HNSW, and before it.
+        `after_load` (a load's own call, ensure_indexes): the totals are folded and the weights
+        recomputed if the mean length drifted (a rewrite of the table); a search only makes sure the
+        parts exist. A table made before a column existed gets it here (one rewrite). True when the
+        GIN index was built now."""
         table, name = self._t(coll.chunk_table), coll.chunk_table
         if text_search.ensure_text_column(self.conn, table, name, self.schema):
             log.info("collection %s: full-text column added to %s", coll.name, name)
@@ -486,8 +488,9 @@ class PgStore(RunRecords, EmbeddingSpaces):
                 table, lexical.column(self.schema, lexical.DEFAULT_PIVOT, text_search.TEXT_CONFIG)))
         if not lexical.has_triggers(self.conn, self.schema, name):
             lexical.install_triggers(self.conn, self.schema, name)
-        lexical.fold_totals(self.conn, self.schema, name)
-        lexical.reconcile_pivot(self.conn, self.schema, name, text_search.TEXT_CONFIG)
+        if after_load:
+            lexical.fold_totals(self.conn, self.schema, name)
+            lexical.reconcile_pivot(self.conn, self.schema, name, text_search.TEXT_CONFIG)
         built = False
         if self.table_index(name, "gin", "tsv") is None:
             text_search.create_text_index(self.conn, table, name)

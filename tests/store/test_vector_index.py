@@ -45,7 +45,6 @@ def test_an_index_of_each_kind_is_built_found_and_searched_with_true_cosines(sto
 
 
 def test_the_index_key_and_query_of_each_kind():
-    assert vector_index.kind_of is not None
     for kind in vector_index.KINDS:
         assert vector_index.value_bytes(kind, 384) <= 4 * 384 + 8
         assert vector_index.depth(kind, 10) >= 10
