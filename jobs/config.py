@@ -382,7 +382,7 @@ class DatabaseConfig(_Strict):
         "hybrid", description="how `search` and `eval` rank: vector (cosine through HNSW), text (BM25 over the "
         "full-text column), hybrid (both fused by reciprocal rank) or hybrid-doc (hybrid plus documents ranked by "
         "a vector of their title and headings, built on first use: better for questions that describe a page, "
-        "worse for detail questions; README, Retrieval); --mode overrides")
+        "worse for detail questions; ops/bench/RESULTS.md); --mode overrides")
     repeat_ratio: float | None = Field(
         2.0, ge=1, description="more pages among `search`'s and `eval`'s first hits: a further chunk of a page "
         "already shown keeps its place only when its fused score is at least this many times the best chunk of a "

@@ -23,7 +23,7 @@ def diversify(hits: list[dict], ratio: float, k: int, weights: list[float] | Non
 
     Why a ratio: page questions want more pages in the prompt (one page's five chunks leave no room
     for the right page), detail questions want the one right page's next passage, and that passage
-    is then ranked far above other pages' best. Measured on four dev sets (README, Retrieval)."""
+    is then ranked far above other pages' best. Measured on four dev sets (ops/bench/RESULTS.md, Retrieval history)."""
     weights = weights if weights is not None else [h["score"] for h in hits]
     rest = list(zip(weights, range(len(hits))))
     out: list[dict] = []

@@ -84,7 +84,8 @@ def window_bounds(units: list[Unit], budget: int, window: int, overlap: int, sof
     sentence ending with ':' stays with the block it introduces: a window does not end on it when
     the two fit one window (a chunk closing on "…by running the following command:" left the command
     to start the next chunk without its reason). An overlap may still start at such a block: the
-    window before holds it whole, with its lead-in, and repeating the lead-in measured worse (README)."""
+    window before holds it whole, with its lead-in, and repeating the lead-in measured worse
+    (ops/bench/RESULTS.md, Retrieval history)."""
     n = len(units)
     total = sum(u.tokens for u in units)
     target = budget if total <= budget else soft_ratio * budget

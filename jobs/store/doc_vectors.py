@@ -5,8 +5,8 @@ A question that describes a page ("Returns the first N elements of a collection"
 gist better than any one of its chunks; a question about a detail matches a chunk. `hybrid-doc` adds
 a third ranking to hybrid's two: documents by the cosine of their outline vector, each standing in
 for its best chunk (by the chunk vectors), fused by the same reciprocal rank fusion. Measured on the
-dev sets it lifts description-like questions a lot and costs detail questions some (README,
-Retrieval), so it is a mode to choose, not the default.
+dev sets it lifts description-like questions a lot and costs detail questions some
+(ops/bench/RESULTS.md, Retrieval history), so it is a mode to choose, not the default.
 
 The vectors are derived data: built on the first `hybrid-doc` search of an embedding space with
 that space's model, and brought up to date on each later one (an outline whose text changed is

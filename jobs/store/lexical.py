@@ -50,18 +50,14 @@ def column(schema: str, pivot: float, config: str) -> sql.Composable:
 
 def _expression(schema: str, pivot: float, config: str) -> sql.Composable:
     return sql.SQL("{}(to_tsvector({}, coalesce(breadcrumb, '') || ' ' || coalesce(text, '')), {}::float8)").format(
-        _function(schema, "bm25_document"), sql.Literal(config), sql.Literal(float(round(pivot, 3))))
-
-
-def _function(schema: str, name: str) -> sql.Composable:
-    return sql.Identifier(schema, name)
+        sql.Identifier(schema, "bm25_document"), sql.Literal(config), sql.Literal(float(round(pivot, 3))))
 
 
 def install_triggers(conn, schema: str, table: str) -> None:
     """Statement triggers that keep `lexical_totals` for `table`, seeded from one scan of it (the table
     locked against writers meanwhile, so no statement is counted twice or missed)."""
     t = sql.Identifier(schema, table)
-    fn = _function(schema, "lexical_count")
+    fn = sql.Identifier(schema, "lexical_count")
     totals = sql.Identifier(schema, "lexical_totals")
     with conn.transaction():
         conn.execute(sql.SQL("LOCK TABLE {} IN SHARE ROW EXCLUSIVE MODE").format(t))
@@ -182,7 +178,7 @@ def scores(conn, schema: str, table: str, query: str, limit: int, config: str) -
     q = conn.execute(sql.SQL(
         "SELECT ('{{' || string_agg(d || ':' || w, ',') || '}}/1000000000')::sparsevec FROM ("
         "SELECT {}(l) AS d, sum(w)::real AS w FROM unnest(%s::text[], %s::float8[]) AS u(l, w) GROUP BY 1) s").format(
-        _function(schema, "lexeme_dimension")), (list(weights), list(weights.values()))).fetchone()[0]
+        sql.Identifier(schema, "lexeme_dimension")), (list(weights), list(weights.values()))).fetchone()[0]
     found: dict[str, float] = {}
     # This query's own candidate depth; the caller's setting (a vector ranking's) is put back after it.
     ef = conn.execute("SELECT current_setting('hnsw.ef_search', true)").fetchone()[0]

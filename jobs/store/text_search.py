@@ -139,8 +139,8 @@ def fuse(rankings: list[list[str]], k: int, scored: list[list[tuple[str, float]]
     rankings, a chunk first by one and third by the other ties with one third and first, and 8 to 16 %
     of the dev sets' questions have their top two tied. A tie is settled by the sum of each ranking's
     min-max normalized score (CombSUM): the chunk with the stronger evidence leads, not whichever chunk
-    id sorts first. Neither ranking is preferred: BM25 leads on some corpora, vectors on others (README,
-    Retrieval). Without scores, ties go by chunk id."""
+    id sorts first. Neither ranking is preferred: BM25 leads on some corpora, vectors on others
+    (ops/bench/RESULTS.md, Retrieval history). Without scores, ties go by chunk id."""
     scores: dict[str, float] = {}
     for i, ranking in enumerate(rankings):
         for chunk, rank in _ranks(ranking, scored[i] if scored and i < len(scored) else None).items():

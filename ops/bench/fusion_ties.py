@@ -12,7 +12,7 @@ and equal sums go to the rankings' min-max normalized scores summed; the first t
 scores one after another by chunk id). The hits are then picked as `search` picks them
 (jobs/search.py `diversify`, repeat ratio 2) and scored as `corpusmill eval` scores them. Prints page
 (and passage) hit@1/@5/@10 per set, pipeline and rule, and how many questions have equal BM25 scores
-among their first ten hits; writes BENCH_OUT/fusion_ties.json. The README's tie table is this bench's
+among their first ten hits; writes BENCH_OUT/fusion_ties.json. The tie table in ops/bench/RESULTS.md is this bench's
 output. Not in `make bench`.
 """
 
