@@ -512,7 +512,8 @@ class PgStore(RunRecords, EmbeddingSpaces):
         `hybrid` rank by BM25 over the full-text column (hybrid: fused with the vector ranking;
         jobs/store/text_search.py), `hybrid-doc` adds the document vectors' ranking (built first with
         `ensure_doc_vectors`); all but `vector` need the query texts."""
-        kind = self.vector_index_kind(coll) or "vector"
+        # `exact` ranks by the float32 vectors themselves, whatever the index holds: what the index loses.
+        kind = "vector" if exact else self.vector_index_kind(coll) or "vector"
         if mode != "vector":
             return text_search.search(self.conn, self.schema, coll.chunk_table, mode, queries, vectors, k, ef_search,
                                       exact, self._t(doc_vectors.table_name(coll.chunk_table)), (kind, coll.dimension))

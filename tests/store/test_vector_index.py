@@ -40,6 +40,8 @@ def test_an_index_of_each_kind_is_built_found_and_searched_with_true_cosines(sto
         if hit["chunk_id"] in expected:
             assert hit["score"] == pytest.approx(expected[hit["chunk_id"]], abs=1e-5)
     assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
+    [exact] = store.search_many(coll, [query], 5, exact=True)  # a flat float32 scan, whatever the index
+    assert [h["chunk_id"] for h in exact] == [f"vix_{kind}-d{i}-0" for i in truth]
     [fused] = store.search_many(coll, [query], 3, queries=["cats"], mode="hybrid")
     assert fused[0]["chunk_id"] == f"vix_{kind}-d17-0"  # the words tie everywhere: the vectors decide
 
