@@ -19,8 +19,7 @@ from ops.bench import common
 ORDER = ("overhead", "langchain", "stages", "loading", "write_path", "edits", "backends", "gpu")
 MODULES = {"overhead": "ops.bench.overhead", "langchain": "ops.bench.langchain_baseline", "stages": "ops.bench.stages",
            "loading": "ops.bench.loading", "write_path": "ops.bench.write_path", "edits": "ops.bench.edits",
-           "backends": "ops.bench.backends", "gpu": "ops.bench.gpu",
-           "interference": "ops.bench.interference"}  # on request only: `python -m ops.bench interference`
+           "backends": "ops.bench.backends", "gpu": "ops.bench.gpu"}
 
 
 def summary(results: dict) -> dict:

@@ -44,8 +44,8 @@ def prepare_inputs(run_dir: str, files: list, root, cfg) -> dict:
     return {
         "config": {"sentences_model": cfg.sentences.model, "nlp_batch_size": cfg.sentences.nlp_batch_size,
                    "model": emb.model, "encode_batch_size": emb.encode_batch_size,
-                   # One single-threaded encoder worker per core, in one process: alone it measured faster
-                   # than one encoder with a torch thread per core (`python -m ops.bench interference`).
+                   # One single-threaded encoder worker per core, in one process: the ingest's own shape
+                   # on CPU (jobs/embed/layout.py), and alone faster than one encoder with a torch thread per core.
                    "torch_threads": 1, "workers": os.cpu_count() or 1},
         "database_url": common.database_url(),
         "prose": prose,

@@ -26,7 +26,7 @@ the order rows arrive, and its approximate tail moves fused ranks by a dozen que
 one ingest of the same chunks to the next. The default's figures through the index (as `search`
 runs) are printed beside, as its own line. A page hit means a returned chunk
 comes from the gold page; a passage hit, that a returned chunk holds the answer text. Writes
-BENCH_OUT/retrieval.json. The whole table takes 41 to 60 minutes in one go on 2 cores (ops/bench/RESULTS.md); one set,
+BENCH_OUT/retrieval.json. The whole table takes 41 to 60 minutes in one go on 2 cores; one set,
 3 (XQuAD) to 20 (openshift-docs) minutes.
 """
 

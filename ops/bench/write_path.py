@@ -37,7 +37,6 @@ import pyarrow.parquet as pq
 import yaml
 
 from ops.bench import common
-from ops.bench.driver_memory import copies
 
 FILES = int(os.environ.get("BENCH_WRITE_FILES", "200"))
 COPIES = int(os.environ.get("BENCH_WRITE_COPIES", "64"))
@@ -125,6 +124,29 @@ def raw_copy(url: str, run: Path, rows: int, build_index: bool = True) -> dict:
             store.ensure_hnsw_index(coll)
         hnsw = time.perf_counter() - t1
     return {"wall_s": round(wall, 2), "hnsw_s": round(hnsw, 2), **sampler.phase(rows)}
+
+
+def copies(src: Path, dst: Path, n: int, distinct_text: bool = False) -> int:
+    """`n` copies of `src`'s chunk parts under `dst` (a run directory), each copy's `source_path` and
+    `chunk_id` made distinct (with `distinct_text`, its `text_sha256` too, so no copy is stored as
+    shared text); returns the embedded (not omitted) rows written."""
+    (dst / "chunks").mkdir(parents=True, exist_ok=True)
+    if (src / "run.json").exists():
+        shutil.copy(src / "run.json", dst / "run.json")
+    renamed = ["source_path", "chunk_id"] + (["text_sha256"] if distinct_text else [])
+    parts = [pq.read_table(p) for p in sorted((src / "chunks").glob("part-*.parquet"))]
+    rows, k = 0, 0
+    for c in range(n):
+        for t in parts:
+            for name in renamed:
+                col = t.column(name)
+                new = (pc.binary_join_element_wise(pa.scalar(f"copy{c}/"), col, "") if name == "source_path"
+                       else pc.binary_join_element_wise(col, pa.scalar(f"-{c}"), ""))
+                t = t.set_column(t.schema.get_field_index(name), name, new)
+            pq.write_table(t, dst / "chunks" / f"part-{k:05d}.parquet")
+            rows += pc.sum(pc.invert(t.column("omitted"))).as_py() or 0
+            k += 1
+    return rows
 
 
 def history(src: Path, dst: Path, n: int) -> tuple[list[Path], int]:

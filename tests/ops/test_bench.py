@@ -11,7 +11,7 @@ import pytest
 
 from jobs.embed.encoder import token_budget_batches
 from jobs.ingest import stage_summary
-from ops.bench import common, described, fusion_ties, gpu, interference, langchain_baseline, loading, retrieval, stages
+from ops.bench import common, described, gpu, langchain_baseline, loading, retrieval, stages
 
 CORPUS = common.REPO / "tests" / "data" / "corpus"
 
@@ -186,34 +186,6 @@ def test_langchain_report_renders_both_golden_sets():
 
 
 
-def test_interference_bench_times_every_encoder_shape(monkeypatch):
-    monkeypatch.setenv("BENCH_INTERFERENCE_TEXTS", "8")
-    r = interference.bench()
-    assert len(r["shapes"]) == 3 and any("workers" in name for name in r["shapes"])
-    for s in r["shapes"].values():
-        assert s["alone_s"] > 0 and s["beside_s"] > 0 and s["slowdown"] == pytest.approx(s["beside_s"] / s["alone_s"], rel=0.1)
-    assert "beside 2 processes" in interference.report(r)
-
-
-def test_profile_roles_count_the_embedding_threads_and_the_fused_actor(tmp_path):
-    from ops.bench import profile
-
-    raw = tmp_path / "raw.txt"
-    raw.write_text("\n".join([
-        'process 10:"ray::MapWorker(embed)";Thread._bootstrap (threading.py:1);_worker (concurrent/futures/thread.py:2);'
-        'Embedder._encode_batch (jobs/embed/encoder.py:3) 40',
-        'process 10:"ray::MapWorker(embed)";Thread._bootstrap (threading.py:1);Thread.run (threading.py:2);'
-        'select (selectors.py:3) 500',
-        'process 11:"ray::MapWorker(fused)";main_loop (ray/_private/worker.py:1);Chain.__call__ (jobs/adapter.py:2);'
-        'SentenceSplitter.__call__ (jobs/markdown/sentences.py:3) 30',
-        'process 11:"ray::MapWorker(fused)";main_loop (ray/_private/worker.py:1);Chain.__call__ (jobs/adapter.py:2);'
-        'chunk_documents (jobs/markdown/windows.py:4) 20',
-    ]) + "\n")
-    out = profile.aggregate(raw)
-    assert out["process 10"]["role"] == "embed" and out["process 10"]["seconds"] == 40 / profile.RATE
-    assert out["process 11"]["role"] == "parse+sentences+chunk" and out["process 11"]["seconds"] == 50 / profile.RATE
-
-
 def test_eval_sets_are_built_from_the_shared_layout(tmp_path, monkeypatch):
     import shutil
 
@@ -279,24 +251,6 @@ def test_backend_bench_windows_keep_paragraphs_and_their_words():
     assert all(len(w.split()) <= MAX_WORDS for w in out)
     assert " ".join(out).split() == text.split()  # every word once, in order
     assert out[0].startswith("First paragraph here. Second one.")
-
-
-def test_the_tie_bench_settles_equal_fused_ranks_by_each_rule():
-    # a is first by BM25 and third by vector, b the reverse: equal reciprocal-rank sums.
-    bm25 = [("a", 9.0), ("c", 5.0), ("b", 2.0), ("d", 0.0)]
-    vector = [("b", 0.9), ("c", 0.6), ("a", 0.2), ("d", 0.1)]
-    top = {rule: [c for c, _ in fusion_ties.settle(bm25, vector, rule)[:3]] for rule in fusion_ties.RULES}
-    assert top == {"chunk id": ["a", "b", "c"], "vector rank": ["b", "a", "c"], "BM25 rank": ["a", "b", "c"],
-                   # normalized: a 1 + 0.125, b 0.222 + 1: the stronger evidence leads, as `search` has it
-                   "normalized scores": ["b", "a", "c"]}
-    table = fusion_ties.report({"rules": {"xquad default": {"chunk id": {"document": [0.97, 1, 1], "passage": [0.9, 0.99, 1]}},
-                                          "hugo default": {"chunk id": {"document": [0.3, 0.5, 0.6]}}},
-                                "bm25_ties_in_first_ten": {"hugo default": [126, 680]}})
-    assert "0.970/1.000/1.000" in table and "0.900/0.990/1.000" in table and "0.300/0.500/0.600" in table
-    assert "hugo default: 126 of 680 questions" in table
-    # one question with two equal BM25 scores among its first ten, one without
-    ranked = [([("a", 3.0), ("b", 2.0), ("c", 2.0)], vector), ([("a", 3.0), ("b", 2.5)], vector)]
-    assert fusion_ties.bm25_ties(ranked) == 1
 
 
 def test_the_scale_bench_copies_whole_documents_perturbed_and_reports_growth(tmp_path):
