@@ -6,7 +6,7 @@ TORCH_SPEC  ?= torch==2.13.0
 CONFIG      ?= configs/local.yaml
 QUERY       ?= How do I define redirects for the development server?
 
-.PHONY: setup run test test-fast test-gpu lint clean db-stop bench bench-gpu bench-scale bench-profile eval eval-excel
+.PHONY: setup run test test-fast test-gpu lint docs clean db-stop bench bench-gpu bench-scale eval eval-excel
 
 setup: $(VENV)/.installed
 
@@ -32,6 +32,11 @@ test-gpu: setup
 
 lint: setup
 	$(VENV)/bin/ruff check jobs tests ops
+
+# The configuration reference, generated from the models in jobs/config.py (a test fails when it is stale).
+docs: setup
+	$(PY) -m jobs.tools.config_reference > docs/config-reference.md.tmp
+	mv docs/config-reference.md.tmp docs/config-reference.md
 
 # Benchmarks (ops/bench/README.md): overhead ratio, LangChain-style baseline, per stage and scaling, loading,
 # GPU (its CPU path here). Tables on stdout, JSON in $(BENCH_OUT); a private CORPUSMILL_HOME, stopped after.
@@ -61,9 +66,6 @@ eval: setup $(VENV)/.bench-installed
 # Excel rows and their headers on every shared workbook (ops/bench/excel_headers.py): no Ray, no database.
 eval-excel: setup
 	$(PY) -m ops.bench.excel_headers
-
-bench-profile: setup $(VENV)/.bench-installed
-	BENCH_OUT=$(BENCH_OUT) $(PY) -m ops.bench.profile
 
 db-stop: setup
 	$(VENV)/bin/corpusmill db stop

@@ -12,4 +12,17 @@ __version__ = "0.1.0"
 # leaders; unnamed row-header text bare), but the fingerprint is one for every source type. "7": a
 # Markdown document that fits the window under its title is one chunk (chunking.whole_documents). "8": a
 # window does not end on a lead-in ("…the following command:") whose block follows (jobs/markdown/windows.py).
-PIPELINE_VERSION = "8"
+# "9": a setext heading opens its section's chunk; chunks carry their document's metadata (front matter)
+PIPELINE_VERSION = "9"
+
+# The Python API (jobs/api.py), imported on first use: Ray workers import this package for every stage
+# and need none of it.
+__all__ = ["Collection", "Hit", "ingest", "open_collection"]
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        from jobs import api  # late: see above
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'jobs' has no attribute {name!r}")

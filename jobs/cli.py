@@ -105,15 +105,15 @@ def _store(args):
 
 
 def cmd_ingest(args) -> int:
+    from jobs.checks.metrics import files_line
     from jobs.ingest import run_ingest
 
     cfg = _load(args)
-    result = run_ingest(cfg, run_id=args.run_id)
+    result = run_ingest(cfg, run_id=args.run_id, retry_failed=args.retry_failed)
     m = result.metrics
     f, c = m["files"], m["chunks"]
     print(f"\nrun {result.run_id} · collection {result.collection} · fingerprint {result.fingerprint}")
-    print(f"files: {f['add']} added, {f['update']} updated, {f['retry']} retried, {f['skip']} skipped, "
-          f"{f['delete']} deleted, {f['failed']} failed")
+    print(f"files: {files_line(f)}")
     print(f"this run: {c['total']} chunks ({c['omitted']} omitted) · {c['embedded']} vectors loaded ({c['vectors_computed']} "
           f"computed, {c['vectors_reused']} reused) · {result.seconds:.1f} s" + (" · HNSW index built" * result.index_built))
     t = result.totals
@@ -126,7 +126,8 @@ def cmd_ingest(args) -> int:
     qa = result.report.get("report.html")
     print(f"qa:      {result.output_dir}/qa" + (f" (open {qa})" if qa else " (metrics.json, summary.md)"))
     if result.failures:
-        print(f"\n{len(result.failures)} file(s) failed (recorded in the errors table; the next run retries them):")
+        print(f"\n{len(result.failures)} file(s) failed (recorded in the errors table; a file that failed on its "
+              "content is retried once it changes, or with --retry-failed; the rest by the next run):")
         for x in result.failures:
             print(f"  {x['source_path']}  [{x['stage']}] {x['error_class']}: {x['message']}")
         return 1
@@ -141,7 +142,7 @@ def cmd_ingest(args) -> int:
 def cmd_plan(args) -> int:
     from jobs.plan import plan_only
 
-    plan = plan_only(_load(args))
+    plan = plan_only(_load(args), retry_failed=args.retry_failed)
     counts = plan.counts()
     if args.json:
         print(json.dumps({**counts, "read": plan.hashed, "not_as_frozen": plan.not_as_frozen,
@@ -165,7 +166,11 @@ def cmd_plan(args) -> int:
 
 
 def cmd_status(args) -> int:
-    _, store = _store(args)
+    from jobs.tools.display import where_data_lives
+
+    cfg, store = _store(args)
+    if not args.json:
+        print(where_data_lives(cfg))
     with store:
         names = [args.collection] if args.collection else [c.name for c in store.list_collections()]
         reports = [store.status(n) for n in names]
@@ -180,7 +185,7 @@ def cmd_status(args) -> int:
               f"{r['chunks']} chunks · {r['embedding_model']} ({r['dimension']})")
         for x in r["failed"]:
             print(f"  failed   {x['source_path']}: {x['error']}")
-        for p in r["pending"][:20]:
+        for p in r["pending"][:20] + [f"… and {len(r['pending']) - 20} more (--json lists all)"] * (len(r["pending"]) > 20):
             print(f"  pending  {p}")
         for run in r["last_runs"][:3]:
             print(f"  run {run['run_id']} {run['status']} started {run['started_at']}")
@@ -192,29 +197,36 @@ def _repeat_ratio(args, cfg) -> float | None:
 
 
 def cmd_search(args) -> int:
-    from jobs.search import Searcher
+    from jobs.api import Collection
+    from jobs.tools.display import print_hits
 
     if not args.query and not args.queries:
         raise UserError("give a QUERY or --queries FILE")
     if args.queries and not Path(args.queries).is_file():
         raise NotFoundError(f"queries file not found: {args.queries}")
-    cfg, store = _store(args)
-    with store:
-        searcher = Searcher(store, args.collection or cfg.collection, ef_search=cfg.database.ef_search,
-                            mode=args.mode or cfg.database.search_mode,
-                            repeat_ratio=_repeat_ratio(args, cfg))
-        queries = [args.query] if args.query else [
-            line.strip() for line in Path(args.queries).read_text(encoding="utf-8").splitlines() if line.strip()]
+    cfg = _db_config(args)
+    if args.repeat_ratio is not None:
+        cfg = cfg.model_copy(update={"database": cfg.database.model_copy(update={"repeat_ratio": args.repeat_ratio})})
+    queries = [args.query] if args.query else [
+        line.strip() for line in Path(args.queries).read_text(encoding="utf-8").splitlines() if line.strip()]
+    with Collection(args.collection, settings=cfg) as coll:
         for q in queries:
-            hits = searcher.search(q, args.k)
+            hits = coll.search(q, args.k, mode=args.mode, filters=args.filter, min_similarity=args.min_similarity)
             if args.json:
-                print(json.dumps({"query": q, "hits": hits}, ensure_ascii=False))
-                continue
-            print(f"\n? {q}")
-            for rank, h in enumerate(hits, 1):
-                crumb = " › ".join(h["heading_path"])
-                snippet = " ".join(h["text"].split())[:160]
-                print(f"{rank:2}. {h['score']:.3f}  {h['source_path']}  [{crumb}]\n      {snippet}")
+                print(json.dumps({"query": q, "hits": [h.to_dict() for h in hits]}, ensure_ascii=False))
+            else:
+                print_hits(q, hits, sys.stdout.isatty())
+    return 0
+
+
+def cmd_serve(args) -> int:
+    from jobs.api import Collection
+    from jobs.serve import serve
+
+    with Collection(args.collection, settings=_db_config(args)) as coll:
+        print(f"corpusmill: searching collection {coll.name} at http://{args.host}:{args.port}/ "
+              f"(JSON: /search?q=...; Ctrl-C stops)", flush=True)
+        serve(coll, args.host, args.port)
     return 0
 
 
@@ -382,7 +394,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Turn Markdown notes and Excel workbooks into retrieval-ready chunks and vectors "
                     "(Ray Data + spaCy + sentence-transformers + PostgreSQL/pgvector).",
         epilog="Without --database-url, DATABASE_URL or DATABASE_URL_FILE the embedded PostgreSQL under "
-               "$CORPUSMILL_HOME (default ./.corpusmill) is used; without RAY_ADDRESS a local Ray is started. "
+               "$CORPUSMILL_HOME (default: the per-user data directory, e.g. ~/.local/share/corpusmill) is used; "
+               "without RAY_ADDRESS a local Ray is started. "
                "Exit codes: 0 ok, 1 files failed, 2 usage or configuration error, 3 a quality gate failed, "
                "4 internal error (a bug; its traceback is saved under $CORPUSMILL_HOME/logs/), 130 interrupted.",
     )
@@ -395,10 +408,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--read-via-driver", action="store_true",
                    help="the driver reads local input files into the work items, so a multi-node Ray can ingest a "
                         "local corpus (small corpora only); without it a local path on a multi-node Ray is refused")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="process again the files that failed on the content they still hold (by default they stay "
+                        "failed, without being read, until they or the pipeline change)")
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("plan", help="what ingest would do; writes nothing")
     _add_selectors(p)
+    p.add_argument("--retry-failed", action="store_true", help="plan as `ingest --retry-failed` would")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_plan)
 
@@ -410,14 +427,29 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("search", help="the chunks that best answer a query (default: BM25 and vectors fused; --mode)")
     p.add_argument("--collection", help="default: the config's collection")
-    p.add_argument("-k", type=int, default=5)
-    p.add_argument("--json", action="store_true", help="one JSON line per query")
+    p.add_argument("-k", type=_positive_int, default=5, help="hits per query (default 5)")
+    p.add_argument("--json", action="store_true", help="one JSON line per query: each hit with its score, cosine, "
+                   "bm25, locators (char_start, char_end, sheet, row), metadata and matching passage")
+    p.add_argument("--filter", action="append", metavar="KEY=VALUE",
+                   help="only chunks whose document's metadata (front matter) has KEY=VALUE; a list-valued key "
+                   "matches when it holds VALUE; KEY=V1,V2: any of; path=GLOB: the source path; repeatable (all must hold)")
+    p.add_argument("--min-similarity", type=float, metavar="S",
+                   help="drop hits whose cosine similarity to the query is below S (0-1), so a query about "
+                   "nothing in the collection can come back empty")
     p.add_argument("--queries", metavar="FILE", help="one query per line")
     p.add_argument("--mode", choices=MODES, help=MODE_HELP)
     p.add_argument("--repeat-ratio", type=_ratio, metavar="R", help=REPEAT_HELP)
     _add_db_args(p)
     p.add_argument("query", nargs="?")
     p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("serve", help="a search page and JSON search over HTTP, the model loaded once")
+    p.add_argument("--collection", help="default: the config's collection")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0: every "
+                   "interface, with no authentication)")
+    p.add_argument("--port", type=_positive_int, default=8000, help="default 8000")
+    _add_db_args(p)
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("eval", help="recall@1/5/10 and MRR of a collection against golden questions")
     target = p.add_mutually_exclusive_group()

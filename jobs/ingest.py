@@ -40,6 +40,7 @@ from jobs.errors import UserError
 from jobs.excel.discards import write_discard_report
 from jobs.home import home, runs_dir
 from jobs.in_process import runs_in_process, write_in_process
+from jobs.markdown.sentences import check_sentence_pipeline
 from jobs.plan import make_plan_for
 from jobs.sources.discover import SOURCE_TYPES, SourceFile, relocate
 from jobs.sources.manifest import roots_of
@@ -50,6 +51,7 @@ from jobs.store.known_vectors import vectors_to_reuse
 from jobs.store.locks import CollectionBusy
 from jobs.store.parquet import RunOutput, read_run_json
 from jobs.store.pgvector import PgStore
+from jobs.store.spaces import space_for_ingest
 from jobs.store.url import database_url
 from jobs.store.work_items import WorkItems
 from jobs.store.writers import DocumentWriter, Progress, SinkStats
@@ -171,27 +173,29 @@ def stage_summary(stage_stats: dict, vectors: int) -> dict:
     return out
 
 
-def run_ingest(cfg: JobConfig, run_id: str | None = None) -> IngestResult:
+def run_ingest(cfg: JobConfig, run_id: str | None = None, retry_failed: bool = False) -> IngestResult:
+    """Discover, plan and process. A file that failed on the content it still holds, under this pipeline, is
+    not processed again (it stays failed: `status` lists it) unless `retry_failed`."""
     stopping: list[threading.Thread] = []  # a local Ray being stopped: done before returning or raising
     try:
-        return _run_ingest(cfg, run_id, stopping)
+        return _run_ingest(cfg, run_id, stopping, retry_failed)
     finally:
         for thread in stopping:
             thread.join()
 
 
-def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thread]) -> IngestResult:
+def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thread],
+                retry_failed: bool = False) -> IngestResult:
     started = time.monotonic()
     run_id = run_id or new_run_id()
-    fingerprint = cfg.fingerprint()
     storage = StorageOptions.from_config(cfg.storage)
     out_root = cfg.output or str(runs_dir())
     if is_remote(out_root):  # s3://bucket/runs: written through a local staging copy, for the QA report
         location, staging = join(out_root, run_id), home() / "staging" / run_id
     else:
         location, staging = (local_path(out_root) / run_id).resolve(), None
-    dim = embedding_dimension(cfg.embedding.model)
-    check_backend(cfg.embedding.reference)  # a missing onnx/openvino runtime is told before Ray starts
+    # A sentence model that is not installed is one line here, not an actor that dies on Ray.
+    check_sentence_pipeline(cfg.sentences.model, cfg.sentences.download_missing)
 
     url = database_url(cfg)
     with PgStore(url, cfg.database.schema_name, reconnect_seconds=cfg.database.reconnect_seconds) as store, \
@@ -199,6 +203,10 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
         store.migrate()
         # One writer per collection, from any shell or machine: a second run waits or exits naming this one.
         store.lock_collection(cfg.collection, f"corpusmill ingest {run_id}", cfg.database.lock_wait_seconds)
+        cfg = space_for_ingest(store, cfg)  # after a reembed: the collection's active model (jobs/store/spaces.py)
+        fingerprint = cfg.fingerprint()
+        dim = embedding_dimension(cfg.embedding.model)
+        check_backend(cfg.embedding.reference)  # a missing onnx/openvino runtime is told before Ray starts
         coll = store.ensure_collection(cfg.collection, cfg.embedding.reference, dim)
         # The files to process go to the database a listing page at a time, not into this process's memory.
         work = scope.enter_context(WorkItems(url, cfg.database.schema_name, cfg.collection, run_id))
@@ -209,7 +217,8 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
 
         t0 = time.monotonic()
         plan = make_plan_for(cfg, store, storage, on_relisted=lambda files: store.record_listing(
-            cfg.collection, [(f.source_path, f.size_bytes, f.listing_tag) for f in files]), on_work=queue)
+            cfg.collection, [(f.source_path, f.size_bytes, f.listing_tag) for f in files]), on_work=queue,
+                             retry_failed=retry_failed)
         stage_stats: dict = {"discover_plan": {"files": sum(plan.counts().values()) - len(plan.delete),
                                                "read": plan.hashed, "seconds": round(time.monotonic() - t0, 3)}}
         # Before Ray starts and the run is recorded: a deletion can add re-chunks to the plan (_take_released).

@@ -81,7 +81,7 @@ def check_reachable(cfg: JobConfig) -> None:
 def fuse_markdown(cfg: JobConfig, local: bool = True) -> bool:
     """Whether the Markdown stages run as one (`ray.fuse_markdown`). On a local CPU Ray the parse and
     chunk tasks cost more in worker processes and Arrow round trips than their own work
-    (ops/bench/RESULTS.md). On a GPU they would hold the GPU actor while the GPU waits, and on a
+    (fused, their CPU time about halved). On a GPU they would hold the GPU actor while the GPU waits, and on a
     cluster (`local` false) autoscaling parse and chunk tasks read and chunk in parallel beside the
     fixed pool of spaCy actors."""
     if cfg.ray.fuse_markdown == "auto":
@@ -115,7 +115,7 @@ def build_dataset(cfg: JobConfig, work: WorkItems, storage: StorageOptions | Non
         per_block = max(rows_per_block, -(-n // 256))
         # Up to ray.driver_items_max files the driver hands the items over whole (~1 KB each, bounded):
         # the range-read tasks are an operator of their own, which cost a 300-page ingest 1.12-1.18x
-        # its wall time (ops/bench/commits.sh f4f72c0). Beyond it the first tasks read them by ranges.
+        # its wall time against the code before (f4f72c0). Beyond it the first tasks read them by ranges.
         if cfg.input.read_via_driver or n <= cfg.ray.driver_items_max:
             items = work.items(source_type)
             if cfg.input.read_via_driver:  # the bytes travel in the items: this driver holds them all anyway

@@ -22,6 +22,7 @@ from jobs.sources.manifest import load_manifest, snapshot
 from jobs.sources.storage import StorageOptions
 from jobs.store.listed_paths import ListedPaths
 from jobs.store.pgvector import PgStore
+from jobs.store.spaces import space_for_ingest
 from jobs.store.url import database_url
 
 log = logging.getLogger(__name__)
@@ -29,17 +30,18 @@ log = logging.getLogger(__name__)
 
 def make_plan_for(cfg: JobConfig, store: PgStore, storage: StorageOptions | None = None,
                   on_relisted: Callable[[list[SourceFile]], None] | None = None,
-                  on_work: Callable[[list[SourceFile]], None] | None = None) -> Plan:
+                  on_work: Callable[[list[SourceFile]], None] | None = None, retry_failed: bool = False) -> Plan:
     """Discover and plan. Files whose listing matches what the store recorded are not read (unless
-    input.trust_listing is off); the sha256 of the others decides add/update/skip. `on_relisted` and
-    `on_work`: see jobs.sources.changes.Planner."""
+    input.trust_listing is off); the sha256 of the others decides add/update/skip. A file that failed on
+    the content it still holds stays failed unless `retry_failed`. `on_relisted` and `on_work`: see
+    jobs.sources.changes.Planner."""
     storage = storage or StorageOptions.from_config(cfg.storage)
     if cfg.input.manifest is not None:
-        plan = _frozen_plan(cfg, store, storage)
+        plan = _frozen_plan(cfg, store, storage, retry_failed)
         if on_work:
             plan.hand_over(on_work)
         return plan
-    planner, skipped = Planner(cfg.fingerprint(), on_relisted, on_work), []
+    planner, skipped = Planner(cfg.fingerprint(), on_relisted, on_work, retry_failed), []
     with ListedPaths(store.url, store.schema) as listed:
         for page in iter_discovered(cfg.input.roots, cfg.input.include, cfg.input.exclude, storage,
                                     lambda paths: store.stored_documents(cfg.collection, paths), skipped,
@@ -51,7 +53,7 @@ def make_plan_for(cfg: JobConfig, store: PgStore, storage: StorageOptions | None
     return planner.finish(not_listed, skipped, cfg.keep_removed)
 
 
-def _frozen_plan(cfg: JobConfig, store: PgStore, storage: StorageOptions) -> Plan:
+def _frozen_plan(cfg: JobConfig, store: PgStore, storage: StorageOptions, retry_failed: bool = False) -> Plan:
     stored = store.stored_documents(cfg.collection)
     known = stored if cfg.input.trust_listing else None
     manifest = load_manifest(cfg.input.manifest)
@@ -61,15 +63,17 @@ def _frozen_plan(cfg: JobConfig, store: PgStore, storage: StorageOptions) -> Pla
     # Changed or missing files keep whatever the store holds for them: the snapshot says nothing new.
     held = {p for p in snap.changed + snap.missing}
     plan = make_plan(snap.files, {p: d for p, d in stored.items() if p not in held}, cfg.fingerprint(),
-                     cfg.keep_removed)
+                     cfg.keep_removed, retry_failed)
     plan.not_as_frozen = sorted(held)
     for path in plan.not_as_frozen:
         log.warning("%s changed or vanished since the manifest was frozen: left out of this run", path)
     return plan
 
 
-def plan_only(cfg: JobConfig) -> Plan:
-    """What ingest would do; reads only the listing and the files whose listing changed, writes nothing."""
+def plan_only(cfg: JobConfig, retry_failed: bool = False) -> Plan:
+    """What ingest would do (with `retry_failed`: `ingest --retry-failed`); reads only the listing and the
+    files whose listing changed, writes nothing."""
     with PgStore(database_url(cfg), cfg.database.schema_name) as store:
         store.migrate()
-        return make_plan_for(cfg, store)
+        cfg = space_for_ingest(store, cfg)  # the model (and so the fingerprint) that ingest would use
+        return make_plan_for(cfg, store, retry_failed=retry_failed)

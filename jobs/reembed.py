@@ -186,6 +186,7 @@ def run_reembed(cfg: JobConfig, collection: str, model: str, *, drop_old: bool =
     if "#" not in model:  # the config's backend, unless the reference names one (jobs/embed/models.py)
         model = join_ref(model, cfg.embedding.backend, cfg.embedding.quantize)
     check_backend(model)
+    dimension = embedding_dimension(model)  # a model that is not here is told before the database is touched
     url = database_url(cfg)
     with PgStore(url, cfg.database.schema_name, reconnect_seconds=cfg.database.reconnect_seconds) as store:
         store.migrate()
@@ -193,7 +194,7 @@ def run_reembed(cfg: JobConfig, collection: str, model: str, *, drop_old: bool =
         # active space is read under the lock, since a reembed that waited for another finds it moved.
         store.lock_collection(collection, f"corpusmill reembed {collection} {model}", cfg.database.lock_wait_seconds)
         active = open_active(store, collection)
-        space = store.begin_space(active, model, embedding_dimension(model))
+        space = store.begin_space(active, model, dimension)
         already = store.space_size(space)
         # Documents whose every text is unchanged since this model's earlier space need no model at all.
         copied_docs, copied_rows = store.copy_reusable_documents(active, space)

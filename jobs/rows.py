@@ -78,6 +78,7 @@ CONTRACT_FIELDS = [
     pa.field("run_id", pa.string()),
     pa.field("embedding", pa.list_(pa.float32())),
     pa.field("embedding_model", pa.string()),
+    pa.field("metadata", pa.string()),  # the document's metadata as JSON text (jobs/chunks/metadata.py)
 ]
 CONTRACT_NAMES = [f.name for f in CONTRACT_FIELDS]
 

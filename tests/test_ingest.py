@@ -162,9 +162,14 @@ def test_ingest_search_status_and_noop_rerun(tmp_path, corpus, env, pg_url):
     assert [x["query"] for x in lines] == queries.read_text().splitlines()
     for x in lines:
         assert len(x["hits"]) == 3
-        assert set(x["hits"][0]) == {"chunk_id", "source_path", "heading_path", "text", "score"}
+        assert set(x["hits"][0]) == {"rank", "score", "cosine", "bm25", "chunk_id", "doc_id", "source_path",
+                                     "source_type", "heading_path", "text", "snippet", "highlights", "char_start",
+                                     "char_end", "sheet", "row", "metadata"}
+        assert [h["score"] for h in x["hits"]] == sorted((h["score"] for h in x["hits"]), reverse=True)
     assert lines[0]["hits"][0]["source_path"] == "hugo/server.md"
-    assert lines[1]["hits"][0]["source_path"] == "workbooks/stanley-cups.xlsx"
+    cup = lines[1]["hits"][0]
+    assert cup["source_path"] == "workbooks/stanley-cups.xlsx" and cup["sheet"] and cup["row"] >= 1
+    assert "sheets" in cup["metadata"]
 
     golden = tmp_path / "golden.jsonl"
     golden.write_text(
@@ -302,11 +307,21 @@ def test_broken_files_are_recorded_and_retried_while_others_land(tmp_path, corpu
     assert errs == [("arrests.xlsx", "parse_excel", "ValueError"), ("broken.xlsx", "parse_excel", "ValueError"),
                     ("latin1.md", "parse_markdown", "NotUtf8Error")]
 
+    # The fixed file is retried; the unchanged workbooks stay failed without being read, and a run in which
+    # nothing failed anew succeeds.
     (corpus / "latin1.md").write_text("# Café\n\nNow it is proper UTF-8 text about coffee.", encoding="utf-8")
     out = cli("ingest", "--config", str(cfg), env=env)
-    assert out.returncode == 1  # the workbooks still fail, and are retried rather than skipped
-    assert summary_line(out.stdout) == "files: 0 added, 0 updated, 3 retried, 10 skipped, 0 deleted, 2 failed"
-    assert status("e2e_fail", env)["documents"] == {"done": 11, "failed": 2, "pending": 0}
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert summary_line(out.stdout) == ("files: 0 added, 0 updated, 1 retried, 10 skipped, 0 deleted, 0 failed (new), "
+                                        "2 failed before (not retried; --retry-failed)")
+    st = status("e2e_fail", env)
+    assert st["documents"] == {"done": 11, "failed": 2, "pending": 0}
+    assert [(x["source_path"], x["error"].split(":")[0]) for x in st["failed"]] == [
+        ("arrests.xlsx", "[parse_excel] ValueError"), ("broken.xlsx", "[parse_excel] ValueError")]
+
+    out = cli("ingest", "--config", str(cfg), "--retry-failed", env=env)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert summary_line(out.stdout) == "files: 0 added, 0 updated, 2 retried, 11 skipped, 0 deleted, 2 failed"
 
 
 def test_kill_9_and_resume_equals_a_clean_run(tmp_path, corpus, env, pg_url):

@@ -54,7 +54,8 @@ def test_a_listing_planned_a_page_at_a_time_plans_what_the_whole_list_plans(tmp_
                       store.stored_documents(cfg.collection), cfg.fingerprint())
     for name in ("add", "update", "retry"):
         assert _paths(getattr(plan, name)) == _paths(getattr(whole, name)), name
-    assert plan.counts() == whole.counts() == {"add": 2, "update": 1, "retry": 1, "skip": 19, "delete": 1}
+    assert plan.counts() == whole.counts() == {"add": 2, "update": 1, "retry": 1, "skip": 19, "delete": 1,
+                                               "failed_before": 0}
     assert plan.delete == ["gone.md"] and plan.relisted == []  # handed over, not kept
     assert [_paths(page) for page in relisted] == [[done[5].source_path]]
     assert plan.hashed == 2 + 1 + 1 + 1  # the new, the changed, the retried and the touched file
@@ -64,6 +65,51 @@ def test_a_listing_planned_a_page_at_a_time_plans_what_the_whole_list_plans(tmp_
     shutil.rmtree(root)
     with pytest.raises(FileNotFoundError):
         make_plan_for(cfg, store)
+
+
+def test_a_file_that_failed_on_its_content_is_not_read_again_until_it_changes(tmp_path, store, pg_url):
+    from jobs.ingest import _record_lost
+    from jobs.store.writers import SinkStats
+
+    root = tmp_path / "notes"
+    root.mkdir()
+    (root / "good.md").write_text("# Good\n\nFine text.\n")
+    bad = root / "bad.md"
+    bad.write_bytes("# Caf\xe9\n\nNot UTF-8.\n".encode("latin-1"))
+    (root / "lost.md").write_text("# Lost\n\nA worker died under it.\n")
+    cfg = apply_overrides(JobConfig(), database_url=pg_url, collection="settled_failures", inputs=[str(root)])
+    coll = store.ensure_collection(cfg.collection, cfg.embedding.model, 4)
+    docs = {f.source_path: {"doc_id": f.source_path, "source_path": f.source_path, "source_type": "markdown",
+                            "content_sha256": f.content_sha256, "pipeline_fingerprint": cfg.fingerprint(),
+                            "source_size": f.size_bytes, "source_etag": f.listing_tag}
+            for f in make_plan_for(cfg, store).add}
+    # A run as the ingest leaves it: planned pending with the listing, one done, one failed on its content,
+    # one the pipeline never returned (that says nothing about its content: the next run retries it).
+    store.mark_pending(cfg.collection, "r1", list(docs.values()))
+    store.commit_document(coll, docs["good.md"], [], "r1")
+    store.record_failure(cfg.collection, docs["bad.md"], "r1", "parse_markdown", "NotUtf8Error", "not valid UTF-8",
+                         retryable=False)
+    _record_lost(store, coll, "r1", SinkStats())
+
+    def record(files):  # as the ingest records an unchanged file's new listing
+        store.record_listing(cfg.collection, [(f.source_path, f.size_bytes, f.listing_tag) for f in files])
+
+    plan = make_plan_for(cfg, store, on_relisted=record)
+    assert _paths(plan.retry) == ["lost.md"] and plan.failed_before == 1
+    assert plan.hashed == 1  # the lost file; the failed one's listing says it is the content that failed
+    assert store.status(cfg.collection)["failed"] == [
+        {"source_path": "bad.md", "error": "[parse_markdown] NotUtf8Error: not valid UTF-8"},
+        {"source_path": "lost.md", "error": store.status(cfg.collection)["failed"][1]["error"]}]
+
+    os.utime(bad, ns=(1, 1))  # the same content under a new listing: read once, still the failure it was
+    plan = make_plan_for(cfg, store, on_relisted=record)
+    assert (_paths(plan.retry), plan.failed_before, plan.hashed) == (["lost.md"], 1, 2)
+    assert make_plan_for(cfg, store).hashed == 1  # its new listing was recorded
+
+    assert _paths(make_plan_for(cfg, store, retry_failed=True).retry) == ["bad.md", "lost.md"]
+    bad.write_text("# Café\n\nNow UTF-8.\n", encoding="utf-8")
+    plan = make_plan_for(cfg, store)
+    assert (_paths(plan.retry), plan.failed_before) == (["bad.md", "lost.md"], 0)
 
 
 @pytest.mark.slow

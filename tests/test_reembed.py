@@ -86,6 +86,13 @@ def test_reembed_killed_resumes_switches_and_drops_old(tmp_path, corpus, env, pg
     assert [r[:4] for r in after] == [r[:4] for r in before]  # same chunks, new vectors
     assert spaces(pg_url, "e2e_reembed")[old_table] == "retired" and table_exists(pg_url, old_table)
 
+    # The same ingest command, its config still naming the retired model: it embeds with the active one,
+    # says so, and re-chunks nothing (the documents' fingerprints moved with the switch).
+    again = cli("ingest", "--config", str(cfg), "--output", str(tmp_path / "runs-after"), env=env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"embeds with {RENAMED} (its active space since a reembed)" in again.stderr
+    assert "this run: 0 chunks" in again.stdout
+
     q = cli("search", "--collection", "e2e_reembed", "--json", "-k", "2", "--config", str(cfg),
             "How do I define redirects for the development server?", env=env)
     assert q.returncode == 0, q.stderr

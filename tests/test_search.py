@@ -39,7 +39,7 @@ def test_a_pages_next_chunk_waits_unless_it_clearly_leads_the_next_pages_best():
 @pytest.mark.parametrize("mode", ["vector", "hybrid"])
 def test_a_spread_search_returns_other_pages_before_a_pages_next_chunks(store, mode):
     coll = store.ensure_collection(f"search_cap_{mode}", MODEL, 384)
-    plain = Searcher(store, coll.name, ef_search=100, mode=mode)
+    plain = Searcher(store, coll.name, ef_search=100, mode=mode, repeat_ratio=None)
     for name, texts in PAGES.items():
         chunks = [chunk_row(name, i, t, None, coll.name) for i, t in enumerate(texts)]
         for c, v in zip(chunks, plain._encode([c["embed_text"] for c in chunks])):
@@ -55,5 +55,16 @@ def test_a_spread_search_returns_other_pages_before_a_pages_next_chunks(store, m
     # The same chunks as the plain ranking, each page's in its own order.
     weights = [1 / (2 + r) for r in range(1, 10)] if mode == "vector" else None
     assert [h["chunk_id"] for h in spread] == [h["chunk_id"] for h in diversify(plain_hits, 1e9, 4, weights)]
-    assert Searcher(store, coll.name, ef_search=100, mode=mode, repeat_ratio=2.0).search(query, 1) == plain_hits[:1]
+    ids = lambda hs: [h["chunk_id"] for h in hs]  # noqa: E731
+    assert ids(Searcher(store, coll.name, ef_search=100, mode=mode, repeat_ratio=2.0).search(query, 1)) == ids(plain_hits[:1])
+    # The scores shown order the list, page spreading or not.
+    assert [h["score"] for h in spread] == sorted((h["score"] for h in spread), reverse=True)
+    assert [h["rank"] for h in spread] == [1, 2, 3, 4]
     assert [h["chunk_id"] for h in plain.search(query, 2)] == [h["chunk_id"] for h in plain_hits[:2]]  # k cuts, never reorders
+
+
+def test_a_further_chunk_placed_by_the_spreading_shows_its_weight_over_the_ratio():
+    hits = [_hit("a", 0, 0.6), _hit("a", 1, 0.5), _hit("b", 0, 0.2)]
+    assert [(h["chunk_id"], h["score"]) for h in diversify(hits, 2.0, 3)] == [("a-0", 0.6), ("a-1", 0.25), ("b-0", 0.2)]
+    assert [(h["chunk_id"], h["score"]) for h in diversify(hits, 3.0, 3)] == [("a-0", 0.6), ("b-0", 0.2),
+                                                                              ("a-1", 0.5 / 3)]

@@ -48,13 +48,23 @@ def run_metrics(stats: SinkStats, plan_counts: dict, seconds: float) -> dict:
     }
 
 
+def files_line(f: dict) -> str:
+    """What a run did with the files (its metrics' `files`), as `ingest` prints it and summary.md says it.
+    Files that failed before on the content they still hold are told apart from this run's failures:
+    they were not processed again."""
+    line = (f"{f['add']} added, {f['update']} updated, {f['retry']} retried, {f['skip']} skipped, "
+            f"{f['delete']} deleted, {f['failed']} failed")
+    if f.get("failed_before"):
+        line += f" (new), {f['failed_before']} failed before (not retried; --retry-failed)"
+    return line
+
+
 def write_summary(path: Path, metrics: dict) -> None:
     f, c, e = metrics["files"], metrics["chunks"], metrics["embedded_chunks"]
     lines = [
         "# Run summary",
         "",
-        f"- files: {f['add']} added, {f['update']} updated, {f['retry']} retried, {f['skip']} skipped, "
-        f"{f['delete']} deleted, {f['failed']} failed",
+        f"- files: {files_line(f)}",
         f"- chunks: {c['total']} ({c['embedded']} embedded, {c['omitted']} omitted"
         + (f", {c['shared']} not stored again: another document holds their text" if c.get("shared") else "") + ")",
         f"- vectors: {c.get('vectors_computed', c['embedded'])} computed, {c.get('vectors_reused', 0)} reused "

@@ -14,12 +14,13 @@ from jobs.config import QualityConfig
 
 def chunk_rows(work: dict, drafts: list[dict], *, source_type: str, locators: list[str], token_counts: list[int],
                token_limit: int, quality: QualityConfig, doc_stats: str,
-               verdicts: list[tuple[str, str] | None] | None = None) -> list[dict]:
+               verdicts: list[tuple[str, str] | None] | None = None, metadata: str | None = None) -> list[dict]:
     """Chunk rows of one document, in `drafts` order (which is `seq`).
 
     `locators` say where each chunk sits (jobs.chunks.ids.chunk_id); `token_counts` are those of each
     draft's `embed_text`. A `verdicts` entry `(quality, reason)` is a decision already taken by the
-    source's own rules (an Excel row filter): the chunk is omitted with it instead of being labelled."""
+    source's own rules (an Excel row filter): the chunk is omitted with it instead of being labelled.
+    `metadata`: the document's (jobs/chunks/metadata.py), the same JSON text on every chunk."""
     rows = []
     for seq, (draft, locator, tokens) in enumerate(zip(drafts, locators, token_counts, strict=True)):
         text = draft["text"]
@@ -46,6 +47,7 @@ def chunk_rows(work: dict, drafts: list[dict], *, source_type: str, locators: li
             "text_sha256": text_sha,
             "pipeline_fingerprint": work["pipeline_fingerprint"],
             "run_id": work["run_id"],
+            "metadata": metadata,
             "row_kind": "chunk",
             "doc_rows": len(drafts),
             "content_sha256": work["content_sha256"],

@@ -15,7 +15,7 @@ The backend and quantization are part of the model reference a collection record
 jobs/model_refs.py): their vectors differ from torch float32 (MiniLM int8: cosine 0.958 at the lowest
 over 582 hugo windows; onnx and openvino float32: 1.000), so a collection never mixes them, and
 `search` embeds queries the way its chunks were. Non-torch backends run on the CPU: they are what a
-CPU-only run is offered in place of torch (speed and page hit@1 of each: ops/bench/RESULTS.md).
+CPU-only run is offered in place of torch (speed and page hit@1 of each: `python -m ops.bench.backends`).
 """
 
 from __future__ import annotations

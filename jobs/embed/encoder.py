@@ -17,7 +17,7 @@ ONNX Runtime or OpenVINO through sentence-transformers; everything here is the s
 On a CPU one actor runs several encoder workers (threads, each with its own copy of the model and
 `torch_threads` torch threads): single-threaded encoders do not stall each other at torch's sync points
 when another process takes a core, and as threads of one process they import torch and
-sentence-transformers once instead of once per core (ops/bench/RESULTS.md).
+sentence-transformers once instead of once per core.
 """
 
 from __future__ import annotations

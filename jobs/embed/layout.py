@@ -16,7 +16,7 @@ def embed_layout(cfg: JobConfig, cluster: dict, cores: int, documents: int,
     On GPUs: one actor per `num_gpus` share of the cluster's GPUs, one worker each. On CPUs: one
     single-threaded encoder per `torch_threads` cores (several single-threaded encoders beat one
     multi-threaded one, whose threads stall at every sync point when Ray's other processes take a core;
-    ops/bench/RESULTS.md), within the logical CPUs left once the sentence actors and one task slot for
+    measured alone and beside CPU load), within the logical CPUs left once the sentence actors and one task slot for
     parse/chunk are placed, so the pipeline never waits for a slot that cannot free up. With
     `workers_per_actor: auto` on a `local` Ray those encoders are threads of one actor (one import of
     torch instead of one per core); on a multi-node cluster each actor has one worker, so actors fit

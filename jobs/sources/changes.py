@@ -20,6 +20,16 @@ class StoredDoc:
     # listing says the same, discovery trusts content_sha256 without reading the file.
     source_size: int | None = None
     source_etag: str | None = None
+    # A `failed` document whose failure was its content's own: the sha256 and fingerprint it failed under
+    # (None: a failure that says nothing about the content, retried by the next run). Its listing
+    # (source_size, source_etag) is that content's.
+    failed_sha256: str | None = None
+    failed_fingerprint: str | None = None
+
+    def failed_on(self, content_sha256: str, fingerprint: str) -> bool:
+        """Whether this document failed on this very content under this pipeline (so would fail again)."""
+        return (self.status == "failed" and self.failed_sha256 is not None and self.failed_sha256 == content_sha256
+                and self.failed_fingerprint == fingerprint)
 
 
 @dataclass
@@ -29,12 +39,16 @@ class Plan:
     retry: list[SourceFile] = field(default_factory=list)  # failed or interrupted last time
     # Unchanged files are counted, not kept: a rerun over a large corpus holds only what changed.
     unchanged: int = 0
+    # Unchanged files that failed on this content under this pipeline: they stay failed, not processed again
+    # (counted, like unchanged ones) unless the Planner was asked to retry them.
+    failed_before: int = 0
     delete: list[str] = field(default_factory=list)  # source paths gone from the input
     # With --manifest: listed files that changed or vanished since the freeze (reported, not read).
     not_as_frozen: list[str] = field(default_factory=list)
     hashed: int = 0  # files read and hashed to make this plan (the rest were unchanged by their listing)
     # Unchanged files that were read because their listing changed (same content, re-uploaded or
-    # touched): the store should record their new listing so the next plan does not read them again.
+    # touched; or still the content they failed on): the store should record their new listing so the
+    # next plan does not read them again.
     # Kept here only when the Planner has no `on_relisted` to hand them to as it goes.
     relisted: list[SourceFile] = field(default_factory=list)
     # Local entries discovery passed over: {"root", "path", "reason", "target"}, reason one of
@@ -69,6 +83,7 @@ class Plan:
             "retry": len(self.retry) + self.handed.get("retry", 0),
             "skip": self.unchanged,
             "delete": len(self.delete),
+            "failed_before": self.failed_before,
         }
 
     def discovery(self) -> dict:
@@ -87,11 +102,13 @@ class Planner:
     `on_relisted(files)`: takes each page's relisted files (the ingest records their listing at once)
     instead of the plan keeping them. `on_work(files)`: likewise each page's files to process (the
     ingest stores them as work items, jobs/store/work_items.py), so that a first run over a million
-    files holds a page of them, not the million."""
+    files holds a page of them, not the million. `retry_failed`: files that failed on their current
+    content are processed again too (else they stay failed until they or the pipeline change)."""
 
     def __init__(self, fingerprint: str, on_relisted: Callable[[list[SourceFile]], None] | None = None,
-                 on_work: Callable[[list[SourceFile]], None] | None = None):
+                 on_work: Callable[[list[SourceFile]], None] | None = None, retry_failed: bool = False):
         self.plan, self.fingerprint, self.on_relisted, self.on_work = Plan(), fingerprint, on_relisted, on_work
+        self.retry_failed = retry_failed
 
     def add(self, page: Iterable[tuple[SourceFile, StoredDoc | None]]) -> None:
         plan, relisted = self.plan, []
@@ -99,6 +116,10 @@ class Planner:
             plan.hashed += f.hashed
             if doc is None:
                 plan.add.append(f)
+            elif not self.retry_failed and doc.failed_on(f.content_sha256, self.fingerprint):
+                plan.failed_before += 1
+                if f.hashed:  # read because its listing changed: record the new one, so it is not read again
+                    relisted.append(f)
             elif doc.status != "done":
                 plan.retry.append(f)
             elif doc.content_sha256 != f.content_sha256 or doc.pipeline_fingerprint != self.fingerprint:
@@ -128,11 +149,12 @@ class Planner:
 
 
 def make_plan(
-    files: list[SourceFile], stored: dict[str, StoredDoc], fingerprint: str, keep_removed: bool = False
+    files: list[SourceFile], stored: dict[str, StoredDoc], fingerprint: str, keep_removed: bool = False,
+    retry_failed: bool = False,
 ) -> Plan:
     """The plan of a whole list of files against the whole of what the store holds (a frozen
     manifest's snapshot, tests); jobs/plan.py plans a listing page by page."""
-    planner = Planner(fingerprint)
+    planner = Planner(fingerprint, retry_failed=retry_failed)
     planner.add((f, stored.get(f.source_path)) for f in files)
     present = {f.source_path for f in files}
     # discover()'s result carries what it passed over (a Discovered); a plain list carries nothing.

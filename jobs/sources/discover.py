@@ -3,7 +3,8 @@
 Roots are local paths or object-store URIs (jobs/sources/uris.py), listed by jobs/sources/listing.py.
 The listing streams, and so does discovery: pages of files, each looked up in the store and hashed
 together (iter_discovered). A file whose listing (size and ETag, or mtime) still matches what the store
-recorded for a `done` document keeps that document's sha256 without being read. Every other file is
+recorded for a `done` document keeps that document's sha256 without being read (and so does one
+that failed on its content: jobs/sources/changes.py keeps it failed). Every other file is
 read and hashed (object-store files several at a time), and the sha256 is what decides whether its
 chunks are replaced.
 
@@ -69,11 +70,16 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
 
 
 def _trusted(doc, item: Listed) -> str | None:
-    """The stored sha256 when the listing proves the content is the one the store holds, else None."""
-    if doc is None or getattr(doc, "status", "done") != "done" or not item.tag:
-        return None  # pending/failed rows may hold the listing of content that never landed
-    if doc.source_size == item.size and doc.source_etag == item.tag and doc.content_sha256:
-        return doc.content_sha256
+    """The stored sha256 when the listing proves the content is the one the store holds (a `done`
+    document's loaded content, or the content a `failed` one failed on), else None."""
+    if doc is None or not item.tag:
+        return None
+    status = getattr(doc, "status", "done")
+    # A pending row, or one that failed for a reason not its content's, may hold the listing of content
+    # that never landed: read again.
+    sha = doc.content_sha256 if status == "done" else getattr(doc, "failed_sha256", None) if status == "failed" else None
+    if sha and doc.source_size == item.size and doc.source_etag == item.tag:
+        return sha
     return None
 
 
@@ -102,8 +108,8 @@ def iter_discovered(roots: list, include: list[str], exclude: list[str], storage
 
     `lookup(paths)`: the store's documents for a page of listed paths (objects with `status`,
     `content_sha256`, `source_size`, `source_etag`, like jobs.sources.changes.StoredDoc); a file
-    whose listing matches a `done` one is not read unless `trust_listing` is off. Without it every
-    file is read and hashed.
+    whose listing matches a `done` one (or one that failed on its content) is not read unless
+    `trust_listing` is off. Without it every file is read and hashed.
 
     `skipped` receives the entries passed over when they could have held a document: directories,
     and files the include globs select, that no exclude glob matches (a broken link under `.git/` is

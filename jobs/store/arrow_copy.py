@@ -8,10 +8,13 @@ gives a row: NUL removed from text (Arrow strings are valid UTF-8, so no lone su
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from jobs.rows import storable
 
@@ -23,20 +26,37 @@ CHUNK_COLUMNS: list[tuple[str, str]] = [
     ("sheet", "text"), ("row", "int8"), ("tags", "text[]"), ("token_count", "int4"),
     ("word_count", "int4"), ("quality", "text"), ("omitted", "bool"), ("omit_reason", "text"),
     ("text_sha256", "text"), ("pipeline_fingerprint", "text"), ("run_id", "text"),
-    ("embedding", "vector"), ("embedding_model", "text"),
+    ("embedding", "vector"), ("embedding_model", "text"), ("metadata", "jsonb"),
 ]
 
 
 _ARROW_TYPES = {"text": pa.string(), "text[]": pa.list_(pa.string()), "int4": pa.int32(), "int8": pa.int64(),
-                "bool": pa.bool_(), "vector": pa.list_(pa.float32())}
+                "bool": pa.bool_(), "vector": pa.list_(pa.float32()), "jsonb": pa.string()}
 
 
 def rows_table(rows: list[dict]) -> pa.Table:
     """Chunk row dicts as the table copy_table takes (a single document's commit, tests, tools)."""
     schema = pa.schema([(name, _ARROW_TYPES[typ]) for name, typ in CHUNK_COLUMNS])
     text = {name for name, typ in CHUNK_COLUMNS if typ.startswith("text")}
-    return pa.Table.from_pylist([{name: storable(r.get(name)) if name in text else r.get(name) for name in schema.names}
+    return pa.Table.from_pylist([{name: storable(r.get(name)) if name in text else _json_text(r.get(name))
+                                  if name == "metadata" else r.get(name) for name in schema.names}
                                  for r in rows], schema=schema)
+
+
+def selected(columns: list[str], alias: str | None = None) -> sql.Composable:
+    """A SELECT list of chunk columns that reads each back as the chunk row holds it: jsonb as JSON text
+    (psycopg would give a dict, which the row's Arrow string column does not take)."""
+    types = dict(CHUNK_COLUMNS)
+    out = []
+    for c in columns:
+        ref = sql.Identifier(alias, c) if alias else sql.Identifier(c)
+        out.append(sql.SQL("{}::text AS {}").format(ref, sql.Identifier(c)) if types.get(c) == "jsonb" else ref)
+    return sql.SQL(", ").join(out)
+
+
+def _json_text(value) -> str | None:
+    """Metadata as JSON text: as a chunk row carries it, or as psycopg reads a jsonb column back (a dict)."""
+    return value if value is None or isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def vectors(column: pa.ChunkedArray | pa.Array, ids: list) -> np.ndarray:
@@ -63,6 +83,15 @@ def _text(column: pa.ChunkedArray) -> list:
     return pc.replace_substring(column, "\x00", "").to_pylist()
 
 
+def _verbatim(text: str) -> str:
+    return text
+
+
+def _json(column: pa.ChunkedArray) -> list:
+    """JSON text as jsonb values, sent as they are (jobs/chunks/metadata.py made them), not parsed and dumped again."""
+    return [None if v is None else Jsonb(v, dumps=_verbatim) for v in column.to_pylist()]
+
+
 def columns(table: pa.Table) -> list[list]:
     """The table's values in CHUNK_COLUMNS order, one Python list per column."""
     ids = table.column("chunk_id").to_pylist()
@@ -74,6 +103,8 @@ def columns(table: pa.Table) -> list[list]:
             out.append(list(vectors(table.column(name), ids)))
         elif typ.startswith("text"):
             out.append(ids if name == "chunk_id" else _text(table.column(name)))
+        elif typ == "jsonb":
+            out.append(_json(table.column(name)))
         else:
             out.append(table.column(name).to_pylist())
     return out

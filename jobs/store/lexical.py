@@ -160,9 +160,12 @@ def idf(df: int, n: int) -> float:
     return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
-def scores(conn, schema: str, table: str, query: str, limit: int, config: str) -> list[tuple[str, float]]:
+def scores(conn, schema: str, table: str, query: str, limit: int, config: str,
+           where: sql.Composable | None = None) -> list[tuple[str, float]]:
     """(chunk id, BM25 score), best first, at most `limit`: candidates through the two indexes, scored by
-    the sparse inner product. The caller's transaction may set hnsw.ef_search; it is raised to `limit`."""
+    the sparse inner product, among the chunks `where` admits (a filter's condition; N and df stay the
+    collection's). The caller's transaction may set hnsw.ef_search; it is raised to `limit`."""
+    cond = sql.SQL("TRUE") if where is None else where
     lexemes = [r[0] for r in conn.execute("SELECT DISTINCT lexeme FROM unnest(to_tsvector(%s::regconfig, %s))",
                                           (config, query))]
     if not lexemes:
@@ -185,7 +188,8 @@ def scores(conn, schema: str, table: str, query: str, limit: int, config: str) -
     wanted = max(limit, SPARSE_EF_SEARCH)
     if not ef or int(ef) < wanted:
         conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(wanted)))
-    rows = conn.execute(sql.SQL("SELECT chunk_id, -(lex <#> %(q)s) FROM {} ORDER BY lex <#> %(q)s LIMIT %(lim)s").format(t),
+    rows = conn.execute(sql.SQL("SELECT chunk_id, -(lex <#> %(q)s) FROM {} WHERE {} ORDER BY lex <#> %(q)s "
+                                "LIMIT %(lim)s").format(t, cond),
                         {"q": q, "lim": limit}).fetchall()
     if ef and int(ef) < wanted:
         conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(int(ef))))
@@ -195,7 +199,7 @@ def scores(conn, schema: str, table: str, query: str, limit: int, config: str) -
     rare = [lx for lx, f in df.items() if 0 < f <= RARE_DF]
     if rare:
         for chunk, score in conn.execute(sql.SQL(
-                "SELECT chunk_id, -(lex <#> %s) FROM {} WHERE tsv @@ %s::tsquery").format(t),
+                "SELECT chunk_id, -(lex <#> %s) FROM {} WHERE tsv @@ %s::tsquery AND ({})").format(t, cond),
                 (q, " | ".join(_quoted(lx) for lx in rare))):
             found[chunk] = float(score)
     return sorted(found.items(), key=lambda item: (-item[1], item[0]))[:limit]

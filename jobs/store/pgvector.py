@@ -26,7 +26,8 @@ from psycopg import sql
 from jobs.errors import NotPermittedError, UnreachableError
 from jobs.rows import storable
 from jobs.sources.changes import StoredDoc
-from jobs.store import arrow_copy, doc_vectors, index_build, lexical, locks, shared_text, text_search, vector_index
+from jobs.store import arrow_copy, doc_vectors, hits, index_build, lexical, locks, shared_text, text_search, vector_index
+from jobs.store import filters as filters_
 from jobs.store.arrow_copy import CHUNK_COLUMNS  # noqa: F401 (part of this module's API)
 from jobs.store.connection import connect, connect_with_backoff, reconnecting
 from jobs.store.names import chunk_table_name, index_name, lock_key
@@ -40,7 +41,8 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 _SQL_TYPES = {"int4": "integer", "int8": "bigint", "bool": "boolean"}
 DEFAULT_INDEX_MEMORY_MB = 4096  # the config's database.index_memory_mb
 VIEW_COLUMNS = ["collection", "chunk_id", "doc_id", "source_path", "source_type", "heading_path",
-                "breadcrumb", "text", "seq", "quality", "embedding_model"]
+                "breadcrumb", "text", "seq", "char_start", "char_end", "sheet", "row", "quality", "embedding_model",
+                "metadata"]
 
 
 
@@ -184,11 +186,10 @@ class PgStore(RunRecords, EmbeddingSpaces):
             body = sql.SQL(" UNION ALL ").join(
                 sql.SQL("SELECT {} FROM {}").format(cols, self._t(t)) for t in tables)
         else:
-            body = sql.SQL(
-                "SELECT NULL::text AS collection, NULL::text AS chunk_id, NULL::text AS doc_id, "
-                "NULL::text AS source_path, NULL::text AS source_type, NULL::text[] AS heading_path, "
-                "NULL::text AS breadcrumb, NULL::text AS text, NULL::integer AS seq, NULL::text AS quality, "
-                "NULL::text AS embedding_model WHERE false")
+            types = dict(CHUNK_COLUMNS)
+            body = sql.SQL("SELECT {} WHERE false").format(sql.SQL(", ").join(
+                sql.SQL("NULL::{} AS {}").format(sql.SQL(_SQL_TYPES.get(types[c], types[c])), sql.Identifier(c))
+                for c in VIEW_COLUMNS))
         self.conn.execute(sql.SQL("DROP VIEW IF EXISTS {}").format(self._t("all_chunks")))
         self.conn.execute(sql.SQL("CREATE VIEW {} AS {}").format(self._t("all_chunks"), body))
 
@@ -246,6 +247,9 @@ class PgStore(RunRecords, EmbeddingSpaces):
         defs.append(lexical.column(self.schema, lexical.DEFAULT_PIVOT, text_search.TEXT_CONFIG))
         self.conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(self._t(table), sql.SQL(", ").join(defs)))
         lexical.install_triggers(self.conn, self.schema, table)
+        # Metadata filters compile to containment tests (jobs/store/filters.py), which this index serves.
+        self.conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (metadata jsonb_path_ops)").format(
+            sql.Identifier(index_name(table, "metadata")), self._t(table)))
         self._ensure_doc_index(table)
         self._ensure_hash_index(table)
         self._ensure_embed_index(table)
@@ -314,7 +318,8 @@ class PgStore(RunRecords, EmbeddingSpaces):
     def stored_documents(self, collection: str, paths: list[str] | None = None) -> dict[str, StoredDoc]:
         """The collection's documents by source path; only those of `paths` when given (a plan's page)."""
         rows = self.conn.execute(sql.SQL(
-            "SELECT source_path, content_sha256, pipeline_fingerprint, status, source_size, source_etag FROM {} "
+            "SELECT source_path, content_sha256, pipeline_fingerprint, status, source_size, source_etag, "
+            "failed_sha256, failed_fingerprint FROM {} "
             "WHERE collection = %s" + (" AND source_path = ANY(%s)" if paths is not None else "")).format(
             self._t("documents")), (collection, paths) if paths is not None else (collection,))
         return {r[0]: StoredDoc(*r) for r in rows}
@@ -322,13 +327,14 @@ class PgStore(RunRecords, EmbeddingSpaces):
     @reconnecting
     def record_listing(self, collection: str, files: list[tuple[str, int, str | None]]) -> None:
         """(source_path, size, listing tag) of `done` documents found unchanged in content under a new
-        listing (a re-upload, a touched file): the next plan trusts them without reading them again."""
+        listing (a re-upload, a touched file), or of `failed` ones found still holding the content they
+        failed on: the next plan trusts them without reading them again."""
         if not files:
             return
         with self.conn.transaction(), self.conn.cursor() as cur:
             cur.executemany(sql.SQL(
                 "UPDATE {} SET source_size = %s, source_etag = %s WHERE collection = %s AND source_path = %s "
-                "AND status = 'done'").format(self._t("documents")),
+                "AND (status = 'done' OR (status = 'failed' AND failed_sha256 IS NOT NULL))").format(self._t("documents")),
                 [(size, tag, collection, path) for path, size, tag in files])
 
     @reconnecting
@@ -406,16 +412,22 @@ class PgStore(RunRecords, EmbeddingSpaces):
     @reconnecting
     def record_failure(self, collection: str, doc: dict, run_id: str, stage: str, error_class: str,
                        message: str, retryable: bool = True) -> None:
-        """The document stays as it was (old chunks kept), flagged failed, and the error is logged."""
+        """The document stays as it was (old chunks kept), flagged failed, and the error is logged. A failure
+        that is not `retryable` was the content's own: the content (`doc`'s content_sha256) and pipeline it
+        failed under are kept, and the plan leaves the document failed until either changes
+        (jobs/sources/changes.py); a retryable one is retried by the next run."""
+        settled = [None, None] if retryable else [doc.get("content_sha256"), doc.get("pipeline_fingerprint")]
         with self.conn.transaction():
             self.conn.execute(sql.SQL(
                 "INSERT INTO {} (run_id, collection, source_path, stage, error_class, message, retryable) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s)").format(self._t("errors")),
                 storable([run_id, collection, doc["source_path"], stage, error_class, message]) + [retryable])
             self.conn.execute(sql.SQL(
-                "UPDATE {} SET status = 'failed', last_error = %s, run_id = %s, updated_at = now() "
-                "WHERE collection = %s AND source_path = %s").format(self._t("documents")),
-                storable([f"[{stage}] {error_class}: {message}"[:2000], run_id, collection, doc["source_path"]]))
+                "UPDATE {} SET status = 'failed', last_error = %s, run_id = %s, failed_sha256 = %s, "
+                "failed_fingerprint = %s, updated_at = now() WHERE collection = %s AND source_path = %s").format(
+                self._t("documents")),
+                storable([f"[{stage}] {error_class}: {message}"[:2000], run_id, *settled, collection,
+                          doc["source_path"]]))
 
     def _set_documents(self, collection: str, entries: list[tuple[dict, str, int, str, str | None]],
                        keep_listing: bool = False) -> None:
@@ -465,6 +477,11 @@ class PgStore(RunRecords, EmbeddingSpaces):
         return self.search_many(coll, [vector], k, ef_search, exact)[0]
 
     @reconnecting
+    def add_passages(self, coll: Collection, found: list[dict], query: str) -> list[dict]:
+        """`found` (hits of search_many) with the passage of each that matched `query` (jobs/store/hits.py)."""
+        return hits.add_passages(self.conn, self._t(coll.chunk_table), found, query, text_search.TEXT_CONFIG)
+
+    @reconnecting
     def ensure_doc_vectors(self, coll: Collection, encode) -> int:
         """Build or update the collection's document vectors (jobs/store/doc_vectors.py) with `encode`,
         which must embed as the space's model does; returns how many were embedded now."""
@@ -506,28 +523,35 @@ class PgStore(RunRecords, EmbeddingSpaces):
         return built
 
     def search_many(self, coll: Collection, vectors, k: int, ef_search: int = 40, exact: bool = False,
-                    queries: list[str] | None = None, mode: str = "vector") -> list[list[dict]]:
+                    queries: list[str] | None = None, mode: str = "vector",
+                    filters: list[filters_.Filter] | None = None) -> list[list[dict]]:
         """Top-k chunks per query. `vector`: by cosine distance, through the HNSW index, or with `exact`
         a flat scan (index scans disabled) that measures what the index itself loses. `text` and
         `hybrid` rank by BM25 over the full-text column (hybrid: fused with the vector ranking;
         jobs/store/text_search.py), `hybrid-doc` adds the document vectors' ranking (built first with
-        `ensure_doc_vectors`); all but `vector` need the query texts."""
+        `ensure_doc_vectors`); all but `vector` need the query texts. `filters` (jobs/store/filters.py):
+        only chunks they admit. Each hit has the fields of jobs/store/hits.py and its `score`: the cosine
+        in `vector` mode, the fused score otherwise."""
+        where = filters_.where(filters)
         # `exact` ranks by the float32 vectors themselves, whatever the index holds: what the index loses.
         kind = "vector" if exact else self.vector_index_kind(coll) or "vector"
         if mode != "vector":
             return text_search.search(self.conn, self.schema, coll.chunk_table, mode, queries, vectors, k, ef_search,
-                                      exact, self._t(doc_vectors.table_name(coll.chunk_table)), (kind, coll.dimension))
-        stmt = vector_index.nearest(kind, coll.dimension, self._t(coll.chunk_table),
-                                    sql.SQL("chunk_id, source_path, heading_path, text"))
+                                      exact, self._t(doc_vectors.table_name(coll.chunk_table)), (kind, coll.dimension),
+                                      where)
+        table = self._t(coll.chunk_table)
+        stmt = vector_index.nearest(kind, coll.dimension, table, sql.SQL("chunk_id"), where)
         depth = vector_index.depth(kind, k)
         out = []
         with self.conn.transaction():
             self.conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(ef_search, depth))))
             if exact:
                 self.conn.execute("SET LOCAL enable_indexscan = off")
+            if where is not None:
+                vector_index.iterative_scans(self.conn)
             for vector in vectors:
                 v = np.asarray(vector, dtype=np.float32)
                 rows = self.conn.execute(stmt, {"v": v, "lim": k, "depth": depth}).fetchall()
-                out.append([{"chunk_id": r[0], "source_path": r[1], "heading_path": list(r[2] or []),
-                             "text": r[3], "score": float(r[4])} for r in rows])
+                fields = hits.fetch(self.conn, table, [r[0] for r in rows], v)
+                out.append([dict(fields[c], score=float(s), bm25=None) for c, s in rows if c in fields])
         return out

@@ -12,20 +12,32 @@ Going back to a model the collection had before reuses its vectors: the retired 
 embedded texts and vectors are kept aside (`<table>_reuse`) when it is rebuilt, and a chunk whose
 embedded text is unchanged is read with its old vector (`space_rows`), so only changed chunks are
 embedded again. The reuse table goes when the collection switches.
+
+After a switch the config that built the collection still names its earlier model: an ingest then
+embeds with the active space (`space_for_ingest`), since its vectors could not join the collection's
+otherwise.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from psycopg import sql
 
 from jobs.errors import UserError
+from jobs.model_refs import split_ref
 from jobs.store import arrow_copy, doc_vectors
 from jobs.store.arrow_copy import CHUNK_COLUMNS
 from jobs.store.connection import reconnecting
 from jobs.store.names import chunk_table_name, reuse_table_name
+
+if TYPE_CHECKING:
+    from jobs.config import JobConfig
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -38,6 +50,32 @@ class Collection:
 
 class CollectionMismatch(UserError, ValueError):
     pass
+
+
+def space_for_ingest(store, cfg: JobConfig) -> JobConfig:
+    """`cfg` with the embedding model an ingest of its collection uses: the collection's active one when
+    the config sets no embedding model or names one of the collection's retired spaces (a config written
+    before a `reembed`), said in one log line. A model the collection has never been switched to is
+    refused: its vectors cannot join the collection's."""
+    active = store.get_collection(cfg.collection)
+    wanted = cfg.embedding.reference
+    if active is None or active.embedding_model == wanted:
+        return cfg
+    model, backend, quantize = split_ref(active.embedding_model)
+    pinned = bool(cfg.embedding.model_fields_set & {"model", "backend", "quantize"})
+    if pinned and wanted not in store.retired_models(cfg.collection):
+        keys = f"embedding.model: {model}" + (f", embedding.backend: {backend}" if backend != "torch" else "") + (
+            f", embedding.quantize: {quantize}" if quantize != "none" else "")
+        raise CollectionMismatch(
+            f"collection {cfg.collection!r} embeds with {active.embedding_model}, but the config's embedding.model "
+            f"names {wanted}, which the collection has never been switched to: set {keys} (or leave the model out "
+            f"of the config), use another collection, or move this one with `corpusmill reembed --collection "
+            f"{cfg.collection} --model {wanted}`")
+    log.info("collection %r embeds with %s (its active space since a reembed); this run uses it, not %s",
+             cfg.collection, active.embedding_model,
+             f"the config's earlier embedding.model {wanted}" if pinned else f"the default {wanted}")
+    embedding = cfg.embedding.model_copy(update={"model": model, "backend": backend, "quantize": quantize})
+    return cfg.model_copy(update={"embedding": embedding})
 
 
 class EmbeddingSpaces:
@@ -89,7 +127,7 @@ class EmbeddingSpaces:
     def chunks_of(self, coll: Collection, doc_ids: list[str]) -> list[dict]:
         cols = [c for c, _ in CHUNK_COLUMNS if c != "embedding"]
         cur = self.conn.execute(sql.SQL("SELECT {} FROM {} WHERE doc_id = ANY(%s) ORDER BY doc_id, seq").format(
-            sql.SQL(", ").join(sql.Identifier(c) for c in cols), self._t(coll.chunk_table)), (doc_ids,))
+            arrow_copy.selected(cols), self._t(coll.chunk_table)), (doc_ids,))
         return [dict(zip(cols, r)) for r in cur]
 
     def load_space_document(self, space: Collection, doc_id: str, chunks: list[dict]) -> None:
@@ -126,6 +164,13 @@ class EmbeddingSpaces:
             "AND i.indexdef LIKE '%%md5(embed_text)%%') ORDER BY s.status = 'active' DESC, s.created_at DESC "
             "LIMIT %s").format(self._t("embedding_spaces")), (model, dimension, self.schema, limit))
         return [r[0] for r in rows]
+
+    @reconnecting
+    def retired_models(self, collection: str) -> set[str]:
+        """The models (references) of the collection's retired spaces: those it embedded with before."""
+        return {r[0] for r in self.conn.execute(sql.SQL(
+            "SELECT embedding_model FROM {} WHERE collection = %s AND status = 'retired'").format(
+            self._t("embedding_spaces")), (collection,))}
 
     @reconnecting
     def drop_space(self, space: Collection) -> None:
@@ -224,7 +269,7 @@ class EmbeddingSpaces:
         cur = self.conn.execute(sql.SQL(
             "SELECT {}, {}, count(*) OVER w, (row_number() OVER (w ORDER BY a.seq) - 1) FROM {} "
             "AND a.doc_id BETWEEN %s AND %s WINDOW w AS (PARTITION BY a.doc_id) ORDER BY a.doc_id, a.seq").format(
-            sql.SQL(", ").join(sql.Identifier("a", c) for c in cols),
+            arrow_copy.selected(cols, "a"),
             sql.SQL("r.embedding::real[]" if reuse else "NULL::real[]"), self._missing(active, space, reuse)), (first, last))
         rows = [dict(zip(cols, r[:-3]), embedding=r[-3], doc_rows=r[-2], pos=r[-1]) for r in cur]
         for row in rows:

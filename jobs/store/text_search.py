@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from psycopg import sql
 
-from jobs.store import lexical, vector_index
+from jobs.store import hits, lexical, vector_index
 from jobs.store.doc_vectors import doc_ranking
 from jobs.store.names import index_name
 
@@ -37,6 +37,7 @@ DEPTH = 50  # candidates taken from each ranking before fusing (at least k)
 # PowerShell and XQuAD equal to exact at both).
 FUSED_EF_SEARCH = 4 * DEPTH
 K1, B = 1.2, 0.75
+TRUE = sql.SQL("TRUE")  # the condition of no filter
 
 
 def text_column(config: str = TEXT_CONFIG) -> sql.Composable:
@@ -76,7 +77,7 @@ WITH qd AS MATERIALIZED (
     FROM (SELECT DISTINCT lexeme FROM unnest(to_tsvector({config}, %(q)s))) l),
 orq AS MATERIALIZED (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS q FROM qd WHERE df > 0),
 cand AS MATERIALIZED (SELECT c.chunk_id, c.tsv, length(c.tsv) AS dl FROM {t} c, orq
-                      WHERE c.tsv @@ orq.q AND NOT c.omitted),
+                      WHERE c.tsv @@ orq.q AND NOT c.omitted AND ({where})),
 terms AS MATERIALIZED (SELECT c.chunk_id, c.dl, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf
                        FROM cand c CROSS JOIN LATERAL unnest(c.tsv) u)
 SELECT t.chunk_id, sum(ln(1 + (%(n)s - qd.df + 0.5) / (qd.df + 0.5))
@@ -89,18 +90,21 @@ LIMIT %(lim)s"""
 _HITS = "SELECT chunk_id, source_path, heading_path, text FROM {t} WHERE chunk_id = ANY(%(ids)s)"
 
 
-def bm25_scores(conn, table: sql.Composed, query: str, limit: int, stats: tuple[int, float]) -> list[tuple[str, float]]:
-    """(chunk id, BM25 score), best first."""
-    stmt = sql.SQL(_BM25).format(t=table, config=sql.Literal(TEXT_CONFIG), k1=sql.Literal(K1), b=sql.Literal(B))
+def bm25_scores(conn, table: sql.Composed, query: str, limit: int, stats: tuple[int, float],
+                where: sql.Composable | None = None) -> list[tuple[str, float]]:
+    """(chunk id, BM25 score), best first, of the chunks `where` admits (jobs/store/filters.py; N and
+    avgdl stay the collection's)."""
+    stmt = sql.SQL(_BM25).format(t=table, config=sql.Literal(TEXT_CONFIG), k1=sql.Literal(K1), b=sql.Literal(B),
+                                 where=TRUE if where is None else where)
     return [(r[0], float(r[1])) for r in conn.execute(stmt, {"q": query, "n": stats[0], "avgdl": stats[1], "lim": limit})]
 
 
-def vector_scores(conn, table: sql.Composed, vector, limit: int, index: tuple[str, int] = ("vector", 0)
-                  ) -> list[tuple[str, float]]:
+def vector_scores(conn, table: sql.Composed, vector, limit: int, index: tuple[str, int] = ("vector", 0),
+                  where: sql.Composable | None = None) -> list[tuple[str, float]]:
     """(chunk id, cosine similarity), best first, through the table's HNSW index of `index` (its kind and
-    the dimension: jobs/store/vector_index.py)."""
+    the dimension: jobs/store/vector_index.py), of the chunks `where` admits."""
     kind, dimension = index
-    stmt = vector_index.nearest(kind, dimension, table, sql.SQL("chunk_id"))
+    stmt = vector_index.nearest(kind, dimension, table, sql.SQL("chunk_id"), where)
     return [(r[0], float(r[1])) for r in conn.execute(stmt, {"v": np.asarray(vector, dtype=np.float32), "lim": limit,
                                                              "depth": vector_index.depth(kind, limit)})]
 
@@ -133,14 +137,14 @@ def fuse(rankings: list[list[str]], k: int, scored: list[list[tuple[str, float]]
 
     `scored`: the first rankings with their scores (BM25, cosine). Chunks a ranking scores the same
     share a rank. BM25 gives many exact ties (on hugo described, 128 of 680 questions have some in
-    their first ten, short pages of the same words: ops/bench/fusion_ties.py counts them), and
+    their first ten, short pages of the same words), and
     ranking them one after the other by chunk id let the ids decide, and ids hash the collection's
     name. Equal sums are common too: with two
     rankings, a chunk first by one and third by the other ties with one third and first, and 8 to 16 %
     of the dev sets' questions have their top two tied. A tie is settled by the sum of each ranking's
     min-max normalized score (CombSUM): the chunk with the stronger evidence leads, not whichever chunk
     id sorts first. Neither ranking is preferred: BM25 leads on some corpora, vectors on others
-    (ops/bench/RESULTS.md, Retrieval history). Without scores, ties go by chunk id."""
+    (ties given to either ranking won on some dev sets, lost on others). Without scores, ties go by chunk id."""
     scores: dict[str, float] = {}
     for i, ranking in enumerate(rankings):
         for chunk, rank in _ranks(ranking, scored[i] if scored and i < len(scored) else None).items():
@@ -153,22 +157,30 @@ def fuse(rankings: list[list[str]], k: int, scored: list[list[tuple[str, float]]
     return sorted(scores.items(), key=lambda item: (-round(item[1], 12), -evidence.get(item[0], 0.0), item[0]))[:k]
 
 
-def ranked_search(conn, table: sql.Composed, mode: str, query: str, vector, k: int,
-                  bm25, docs: sql.Composed | None = None, index: tuple[str, int] = ("vector", 0)) -> list[dict]:
+def ranked_search(conn, table: sql.Composed, mode: str, query: str, vector, k: int, bm25,
+                  docs: sql.Composed | None = None, index: tuple[str, int] = ("vector", 0),
+                  where: sql.Composable | None = None) -> list[dict]:
     """Top-k chunks for one query in `text`, `hybrid` or `hybrid-doc` mode (the caller's transaction sets
-    ef_search; `bm25(query, limit)`: the BM25 ranking, exact or through the indexes; `docs`: the
-    document-vector table hybrid-doc ranks by). Scores: ranks fused by RRF, so they order hits but are no
-    cosine similarities."""
+    ef_search; `bm25(query, limit)`: the BM25 ranking, exact or through the indexes, of the chunks `where`
+    admits; `docs`: the document-vector table hybrid-doc ranks by). `score`: the ranks fused by RRF,
+    which orders the hits; `bm25`: the chunk's BM25 score when it was among the BM25 candidates, and
+    the hit's fields (jobs/store/hits.py) with its cosine."""
     depth = max(k, DEPTH)
     scored = [bm25(query, depth)]
     if mode in ("hybrid", "hybrid-doc"):
-        scored.append(vector_scores(conn, table, vector, depth, index))
+        scored.append(vector_scores(conn, table, vector, depth, index, where))
     rankings = [[c for c, _ in ranked] for ranked in scored]
     if mode == "hybrid-doc":
         rankings.append(doc_ranking(conn, docs, table, vector, depth))
-    top = fuse(rankings, k, scored)
-    fields = hit_fields(conn, table, [c for c, _ in top])
-    return [dict(fields[c], score=score) for c, score in top if c in fields]
+    top = fuse(rankings, depth if mode == "hybrid-doc" else k, scored)
+    if mode == "hybrid-doc" and where is not None:  # the document vectors' ranking knows no filter
+        admitted = {r[0] for r in conn.execute(sql.SQL("SELECT chunk_id FROM {} WHERE chunk_id = ANY(%s) AND ({})").format(
+            table, where), ([c for c, _ in top],))}
+        top = [(c, s) for c, s in top if c in admitted]
+    top = top[:k]
+    lexical_scores = dict(scored[0])
+    fields = hits.fetch(conn, table, [c for c, _ in top], vector)
+    return [dict(fields[c], score=score, bm25=lexical_scores.get(c)) for c, score in top if c in fields]
 
 
 def hit_fields(conn, table: sql.Composed, ids: list[str]) -> dict[str, dict]:
@@ -183,25 +195,27 @@ def fused_ef_search(ef_search: int) -> int:
 
 
 def search(conn, schema: str, name: str, mode: str, queries: list[str] | None, vectors, k: int, ef_search: int,
-           exact: bool, docs: sql.Composed | None = None, index: tuple[str, int] = ("vector", 0)
-           ) -> list[list[dict]]:
+           exact: bool, docs: sql.Composed | None = None, index: tuple[str, int] = ("vector", 0),
+           where: sql.Composable | None = None) -> list[list[dict]]:
     """Top-k chunks per query in a mode other than `vector`, in one transaction, from the chunk table
     `name` of `schema`. BM25 through the indexes (jobs/store/lexical.py); with `exact`, BM25 over every
     chunk that shares a word with the query and no index scans for the vector rankings, as
-    PgStore.search_many does."""
+    PgStore.search_many does. `where`: the filters' condition (jobs/store/filters.py), with the index scans
+    iterative so that a selective one still fills the rankings."""
     table = sql.Identifier(schema, name)
     if mode not in MODES[1:] or queries is None:
         raise ValueError(f"search mode {mode!r} needs one of {MODES} and the query texts")
     with conn.transaction():
         conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(fused_ef_search(ef_search))))
+        if where is not None:
+            vector_index.iterative_scans(conn)
         if exact:
             conn.execute("SET LOCAL enable_indexscan = off")
-        if exact:
             stats = corpus_stats(conn, table)
 
             def bm25(query: str, limit: int) -> list[tuple[str, float]]:
-                return bm25_scores(conn, table, query, limit, stats)
+                return bm25_scores(conn, table, query, limit, stats, where)
         else:
             def bm25(query: str, limit: int) -> list[tuple[str, float]]:
-                return lexical.scores(conn, schema, name, query, limit, TEXT_CONFIG)
-        return [ranked_search(conn, table, mode, q, v, k, bm25, docs, index) for q, v in zip(queries, vectors)]
+                return lexical.scores(conn, schema, name, query, limit, TEXT_CONFIG, where)
+        return [ranked_search(conn, table, mode, q, v, k, bm25, docs, index, where) for q, v in zip(queries, vectors)]

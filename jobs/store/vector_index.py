@@ -65,10 +65,28 @@ def depth(kind: str, limit: int) -> int:
     return limit * RERANK if kind == "binary" else limit
 
 
-def nearest(kind: str, dimension: int, table: sql.Composable, fields: sql.Composable) -> sql.Composable:
+def iterative_scans(conn) -> bool:
+    """Let this transaction's HNSW scans go on past ef_search until enough rows pass a filter (pgvector
+    0.8's iterative index scans; `relaxed_order`: candidates may arrive slightly out of order, and every
+    query here re-orders them by exact distance). False on an older pgvector, whose filtered scans may
+    return fewer rows than asked."""
+    row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+    if not row or tuple(int(p) for p in row[0].split(".")[:2]) < (0, 8):
+        return False
+    conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+    return True
+
+
+def nearest(kind: str, dimension: int, table: sql.Composable, fields: sql.Composable,
+            where: sql.Composable | None = None) -> sql.Composable:
     """`fields` and the cosine `score` of the %(lim)s chunks nearest to %(v)s through the index of `kind`,
-    nearest first (%(depth)s: depth(kind, lim) candidates, re-ranked by float32 cosine)."""
+    nearest first (%(depth)s: depth(kind, lim) candidates, re-ranked by float32 cosine), among those
+    `where` admits (a filter's condition: the transaction should allow iterative_scans)."""
     v = sql.Placeholder("v")
+    if where is not None:
+        return sql.SQL("SELECT {}, 1 - (embedding <=> %(v)s) AS score FROM (SELECT * FROM {} WHERE {} ORDER BY {} "
+                       "LIMIT %(depth)s) AS c ORDER BY embedding <=> %(v)s LIMIT %(lim)s").format(
+            fields, table, where, order_by(kind, dimension, "embedding", v))
     if kind == "vector":
         return sql.SQL("SELECT {}, 1 - (embedding <=> %(v)s) AS score FROM {} ORDER BY embedding <=> %(v)s "
                        "LIMIT %(lim)s").format(fields, table)

@@ -64,6 +64,18 @@ DOC_COLUMNS = ("doc_id", "source_path", "source_type", "content_sha256", "pipeli
 # number), a constraint, a row over a size limit, or our own check of a chunk (no embedding).
 DOCUMENT_FAULTS = (psycopg.DataError, psycopg.IntegrityError, psycopg.errors.ProgramLimitExceeded, ValueError)
 
+# Failures (by error class) that say nothing about the document's content: a worker or a block lost, a
+# read the network or the store cut short, the file changed while it was read, memory. The next run
+# retries them. Any other failure is the content's own and settles: the document stays failed until its
+# content or the pipeline changes, or `ingest --retry-failed` (PgStore.record_failure).
+TRANSIENT_FAULTS = frozenset({
+    "LostDocument", "IncompleteDocument", "SourceChanged", "MemoryError", "OSError", "IOError", "TimeoutError",
+    "ConnectionError", "ConnectionResetError", "ConnectionAbortedError", "ConnectionRefusedError",
+    "BrokenPipeError", "FileNotFoundError", "PermissionError", "InterruptedError",
+    "ClientError", "EndpointConnectionError", "ReadTimeoutError", "ConnectTimeoutError", "ResponseStreamingError",
+    "ServiceRequestError", "ServiceResponseError", "TransportError",  # botocore, azure-core, google-auth
+})
+
 
 class WriterFailed(UserError, RuntimeError):
     """A write task stopped for a reason of its own, not one document's: the run stops (one line; the
@@ -365,7 +377,8 @@ class DocumentWriter:
         stats.count(table)
 
     def _fail(self, store: PgStore, head: dict, stage: str, cls: str, message: str, stats: SinkStats) -> None:
-        store.record_failure(self.coll.name, head, self.run_id, stage, cls, message)
+        store.record_failure(self.coll.name, head, self.run_id, stage, cls, message,
+                             retryable=cls in TRANSIENT_FAULTS)
         stats.docs_failed += 1
         stats.failures.append({"source_path": head["source_path"], "stage": stage, "error_class": cls,
                                "message": message})

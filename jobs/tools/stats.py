@@ -54,9 +54,12 @@ def front_matter_block(text: str) -> str:
 
 def corpus_stats(cfg: JobConfig, progress=sys.stderr) -> dict:
     storage = StorageOptions.from_config(cfg.storage)
-    files = [f for f in discover(cfg.input.roots, cfg.input.include, cfg.input.exclude, storage,
-                                 follow_external_links=cfg.input.follow_external_links)
-             if f.source_type == "markdown"]
+    found = discover(cfg.input.roots, cfg.input.include, cfg.input.exclude, storage,
+                     follow_external_links=cfg.input.follow_external_links)
+    files = [f for f in found if f.source_type == "markdown"]
+    # Workbooks have no sections or sentence windows to measure; they are counted so the figures
+    # are not read as the whole corpus (`corpusmill templates preview` shows what a workbook becomes).
+    workbooks = sum(1 for f in found if f.source_type == "excel")
     counter = token_counter(cfg.embedding.model)
     limit = min(cfg.chunking.max_tokens, counter.limit)
     splitter = SentenceSplitter(cfg.sentences.model, nlp_batch_size=cfg.sentences.nlp_batch_size)
@@ -107,6 +110,7 @@ def corpus_stats(cfg: JobConfig, progress=sys.stderr) -> dict:
     hist_edges = [0, 16, 32, 64, 96, 128, 160, 192, 224, 256, 384, 512]
     return {
         "files": len(files),
+        "workbooks_skipped": workbooks,
         "failed": failed,
         "token_limit": limit,
         "file_tokens": distribution(file_tokens),
@@ -156,6 +160,9 @@ def format_stats(s: dict) -> str:
         f"{s['checks']['code_comment_headings']}",
         "text changes: " + ", ".join(f"{k} {v}" for k, v in s["text_changes"].items() if v),
     ]
+    if s.get("workbooks_skipped"):
+        lines.append(f"{s['workbooks_skipped']} workbook(s) (Excel, CSV) skipped: stats covers Markdown only; "
+                     "`corpusmill templates preview FILE` shows how a workbook's rows render")
     if s["failed"]:
         lines.append(f"{len(s['failed'])} file(s) failed: " + "; ".join(f"{x['source_path']} ({x['error']})"
                                                                         for x in s["failed"][:10]))

@@ -1,3 +1,4 @@
+import huggingface_hub
 import numpy as np
 import pytest
 
@@ -13,9 +14,11 @@ def test_packaged_model_resolves_offline():
     assert info.location.endswith("model")
 
 
-def test_unknown_model_falls_back_to_hub_id():
-    info = resolve_model("acme/not-a-real-model")
-    assert info.location == "acme/not-a-real-model" and info.dimension is None
+def test_a_model_not_here_falls_back_to_the_hub_id_when_the_hub_serves_it(monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub, "model_info", lambda model, timeout: object())
+    info = resolve_model("acme/served-by-the-hub")
+    assert info.location == "acme/served-by-the-hub" and info.dimension is None
 
 
 def test_cuda_requested_without_gpu_is_a_clear_error():

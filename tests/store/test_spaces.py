@@ -1,7 +1,11 @@
-"""Embedding spaces on the real store: what a re-embed still owes, cut into ranges by the server, and the
-stored rows numbered within their document."""
+"""Embedding spaces on the real store: what a re-embed still owes, cut into ranges by the server, the
+stored rows numbered within their document, and which space an ingest after a re-embed embeds with."""
 
+import pytest
+
+from jobs.config import JobConfig
 from jobs.store.datasink import ChunkDatasink
+from jobs.store.spaces import CollectionMismatch, space_for_ingest
 from tests.store.test_datasink import DIM, _rows, _table, _task
 
 
@@ -65,3 +69,40 @@ def test_going_back_to_a_retired_space_reads_the_vectors_of_unchanged_texts(stor
     assert store.copy_reusable_documents(other, back) == (0, 0)
     store.drop_reuse(back)
     assert not store.has_reuse(back) and store.reusable(other, back) == 0
+
+
+def _switched(store, collection):
+    """A collection first embedded with "m", then switched by a reembed to "other-model" ("m" retired)."""
+    first = store.ensure_collection(collection, "m", DIM)
+    other = store.begin_space(first, "other-model", DIM)
+    store.switch_space(first, other, None, None)
+    return other
+
+
+def test_an_ingest_after_a_reembed_embeds_with_the_active_space(store, caplog):
+    _switched(store, "sp_ingest")
+    written_before = JobConfig.model_validate({"collection": "sp_ingest", "embedding": {"model": "m"}})
+    with caplog.at_level("INFO", logger="jobs.store.spaces"):
+        cfg = space_for_ingest(store, written_before)
+    assert cfg.embedding.reference == "other-model" and cfg.collection == "sp_ingest"
+    assert cfg.fingerprint() != written_before.fingerprint()  # the fingerprint switch_space moved documents to
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "jobs.store.spaces"]
+    assert "embeds with other-model" in line and "the config's earlier embedding.model m" in line
+
+    unset = JobConfig.model_validate({"collection": "sp_ingest"})  # no embedding.model: the active one
+    assert space_for_ingest(store, unset).embedding.reference == "other-model"
+    current = JobConfig.model_validate({"collection": "sp_ingest", "embedding": {"model": "other-model"}})
+    assert space_for_ingest(store, current) is current
+    new = JobConfig.model_validate({"collection": "sp_new", "embedding": {"model": "m"}})
+    assert space_for_ingest(store, new) is new  # no collection yet: the config's model makes it
+
+
+def test_an_ingest_with_a_model_the_collection_never_had_is_refused(store):
+    _switched(store, "sp_refused")
+    cfg = JobConfig.model_validate({"collection": "sp_refused", "embedding": {"model": "never-had"}})
+    with pytest.raises(CollectionMismatch) as err:
+        space_for_ingest(store, cfg)
+    message = str(err.value)
+    assert "embeds with other-model" in message and "never-had" in message
+    assert "set embedding.model: other-model" in message
+    assert "`corpusmill reembed --collection sp_refused --model never-had`" in message

@@ -1,0 +1,108 @@
+"""Search filters: `KEY=VALUE` (repeatable; all must hold), `KEY=V1,V2` (any of them), `path=GLOB`.
+
+A key names a field of the document's metadata (front matter keys; `sheets` for a workbook; see
+jobs/chunks/metadata.py). A value matches when the key holds it, or, for a list-valued key (tags), when
+the list holds it; values compare as written in the front matter, a number or true/false as such
+(`year=2024` matches `year: 2024` and `year: "2024"`). `path` matches the source path with shell
+wildcards (`*`, `?`; `*` crosses `/`).
+
+Each metadata test compiles to jsonb containment (`metadata @> '{"tags": ["x"]}'`), which the GIN index
+on the column (migration 008) serves and which a vector search's iterative index scan checks per
+candidate (jobs/store/vector_index.py), so a selective filter still returns k hits.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from psycopg import sql
+
+from jobs.errors import ConfigError
+
+PATH_KEY = "path"
+
+
+class FilterError(ConfigError):
+    """A filter that cannot be read: its text says how to write one."""
+
+
+@dataclass(frozen=True)
+class Filter:
+    key: str
+    values: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.key}={','.join(self.values)}"
+
+
+def parse(specs: list[str] | tuple[str, ...] | None) -> list[Filter]:
+    """`KEY=VALUE` texts as filters; a FilterError names the one that is not of that form."""
+    out = []
+    for spec in specs or []:
+        key, eq, value = spec.partition("=")
+        values = tuple(v.strip() for v in value.split(",") if v.strip())
+        if not eq or not key.strip() or not values:
+            raise FilterError(f"filter {spec!r}: write KEY=VALUE, KEY=V1,V2 (any of) or path=GLOB")
+        out.append(Filter(key.strip(), values))
+    return out
+
+
+def _forms(value: str) -> list[object]:
+    """The JSON values `value` may stand for: itself as text, and the number or boolean it spells."""
+    forms: list[object] = [value]
+    low = value.lower()
+    if low in ("true", "false"):
+        forms.append(low == "true")
+    else:
+        for kind in (int, float):
+            try:
+                forms.append(kind(value))
+                break
+            except ValueError:
+                continue
+    return forms
+
+
+# The conditions are composed into queries that also take parameters, where psycopg reads a bare `%` as
+# one: no literal here holds one (JSON spells it \u0025, a regular expression \x25).
+def _regex(glob: str) -> str:
+    """A shell glob as an anchored PostgreSQL regular expression (`*` any run, `?` one character)."""
+    out = []
+    for ch in glob:
+        if ch == "*":
+            out.append(".*")
+        elif ch == "?":
+            out.append(".")
+        elif ch == "%":
+            out.append("\\x25")
+        elif ch.isalnum() or ch in "/-_ ":
+            out.append(ch)
+        else:
+            out.append("\\" + ch)
+    return "^" + "".join(out) + "$"
+
+
+def _json(doc: dict) -> str:
+    return json.dumps(doc, ensure_ascii=False).replace("%", "\\u0025")
+
+
+def _condition(f: Filter, alias: str) -> sql.Composable:
+    if f.key == PATH_KEY:
+        column = sql.SQL(f"{alias}source_path")
+        return sql.SQL(" OR ").join(sql.SQL("{} ~ {}").format(column, sql.Literal(_regex(v))) for v in f.values)
+    column = sql.SQL(f"{alias}metadata")
+    tests = []
+    for value in f.values:
+        for form in _forms(value):
+            for doc in ({f.key: form}, {f.key: [form]}):
+                tests.append(sql.SQL("{} @> {}::jsonb").format(column, sql.Literal(_json(doc))))
+    return sql.SQL(" OR ").join(tests)
+
+
+def where(filters: list[Filter] | None, alias: str = "") -> sql.Composable | None:
+    """The filters as one SQL condition on a chunk table's row (`alias`: e.g. "c." when the query names
+    the table so); None when there are none."""
+    if not filters:
+        return None
+    return sql.SQL(" AND ").join(sql.SQL("({})").format(_condition(f, alias)) for f in filters)

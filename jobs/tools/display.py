@@ -1,0 +1,44 @@
+"""How commands show things to a person: search hits (the matching words in bold on a terminal) and
+where the data lives."""
+
+from __future__ import annotations
+
+import os
+
+from jobs.home import home, pgdata_dir
+
+
+def where_data_lives(cfg) -> str:
+    """One line: the home, and which database (a configured server is named without its password)."""
+    if cfg.database.url is None:
+        db = f"embedded PostgreSQL in {pgdata_dir()}"
+    else:
+        from psycopg.conninfo import conninfo_to_dict  # late: only for a configured server
+
+        info = conninfo_to_dict(cfg.database.url.get_secret_value())
+        db = f"PostgreSQL {info.get('user', '')}@{info.get('host', 'localhost')}/{info.get('dbname', '')}"
+    source = "CORPUSMILL_HOME" if os.environ.get("CORPUSMILL_HOME") else "the default; CORPUSMILL_HOME moves it"
+    return f"data: {home()} ({source}) · database: {db} · runs: {cfg.output or home() / 'runs'}"
+
+
+def _marked(text: str, spans: list[list[int]], on: bool) -> str:
+    """`text` with the query's words in bold on a terminal (ANSI), as they are elsewhere."""
+    if not on or not spans:
+        return text
+    out, at = [], 0
+    for a, b in spans:
+        out += [text[at:a], "\033[1m", text[a:b], "\033[0m"]
+        at = b
+    return "".join(out) + text[at:]
+
+
+def print_hits(query: str, hits, tty: bool) -> None:
+    print(f"\n? {query}")
+    if not hits:
+        print("   no hits" + " (none passed the filters or --min-similarity)")
+    for h in hits:
+        crumb = " › ".join(h.heading_path)
+        where = f" · {h.sheet} row {h.row}" if h.sheet else ""
+        parts = [f"cosine {h.cosine:.3f}" if h.cosine is not None else "", f"bm25 {h.bm25:.2f}" if h.bm25 else ""]
+        print(f"{h.rank:2}. {h.score:.3f}  {h.source_path}{where}  [{crumb}]  ({' · '.join(p for p in parts if p)})")
+        print(f"      {_marked(h.snippet, h.highlights, tty)}")
