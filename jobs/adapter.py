@@ -5,6 +5,12 @@ its model once and whose `__call__(rows) -> rows` handles a batch (run in a fixe
 are lists of dicts; the adapter converts Arrow batches to and from them with the stage's declared
 output schema, so stages know nothing of Ray or Arrow. A small run uses the same Chain and
 to_table without Ray (jobs/in_process.py).
+
+A stage turns a document's data fault into that document's error row and raises on a bug
+(jobs.errors.is_bug). On Ray a raised exception would fail the block, which the job tolerates as a lost
+worker (jobs.on_ray.build_dataset), so the bug would pass for lost data: the stage's host here turns
+it into error rows of class `InternalError` for the batch's documents instead, which the writers
+recognise and stop the run on (exit 4; jobs/store/writers.py).
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ from typing import Any, Callable
 import pyarrow as pa
 
 from jobs.config import ResourcesConfig
-from jobs.rows import error_row
+from jobs.errors import InternalError, bug_report, is_bug
+from jobs.rows import doc_marker, error_fields, error_row
 
 
 @dataclass(frozen=True)
@@ -51,8 +58,37 @@ def to_table(rows: list[dict], schema: pa.Schema, stage: str = "") -> pa.Table:
         try:
             tables.append(pa.Table.from_pylist(doc_rows, schema=schema))
         except (pa.ArrowException, UnicodeError, TypeError, ValueError, OverflowError) as exc:
+            if is_bug(exc):  # a value of the wrong type is the stage's bug, not the document's
+                raise
             tables.append(pa.Table.from_pylist([error_row(doc_rows[0], stage or "convert", exc)], schema=schema))
     return pa.concat_tables(tables)
+
+
+def bug_rows(rows: list[dict], stage: str, exc: BaseException, schema: pa.Schema) -> pa.Table | None:
+    """The batch `rows` as error rows of class `InternalError` that carry the bug `exc` to the writers (module
+    docstring), in `schema`, the stage's output: a chunk row keeps its place in its document, a work or
+    document row becomes its document's one row. None when the rows are not documents' (a reader's ranges)."""
+    if not rows or any("doc_id" not in r for r in rows):
+        return None
+    fields = error_fields(stage, exc) | {"error_class": InternalError.__name__,
+                                         "error_message": f"stage {stage}: {bug_report(exc)}"[:2000]}
+    if "row_kind" not in schema.names:
+        out = [r | fields for r in rows]
+    else:
+        out = [r | {"row_kind": "error"} | fields if "row_kind" in r else doc_marker(r, "error", **fields) for r in rows]
+    return pa.Table.from_pylist(out, schema=schema)
+
+
+def _run(stage: Callable[[list[dict]], list[dict]], batch: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
+    """A stage over one Ray batch; a bug comes back as bug_rows, to stop the run rather than lose the block."""
+    rows = batch.to_pylist()
+    try:
+        return to_table(stage(rows), schema, name)
+    except Exception as exc:
+        carried = bug_rows(rows, name, exc, schema) if is_bug(exc) else None
+        if carried is None:
+            raise
+        return carried
 
 
 class Chain:
@@ -87,7 +123,7 @@ class _ActorHost:
         self._schema, self._name = schema, name
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        return to_table(self._stage(batch.to_pylist()), self._schema, self._name)
+        return _run(self._stage, batch, self._schema, self._name)
 
 
 def _actor_pool(stage: Stage):
@@ -141,7 +177,7 @@ def apply(ds, stage: Stage, retries: int | None = None):
     fn, schema, kwargs, name = stage.fn, stage.output_schema, stage.kwargs, stage.name
 
     def task(batch: pa.Table) -> pa.Table:
-        return to_table(fn(batch.to_pylist(), **kwargs), schema, name)
+        return _run(functools.partial(fn, **kwargs), batch, schema, name)
 
     task.__name__ = task.__qualname__ = stage.name
     compute = ray.data.TaskPoolStrategy(size=res.pool_size) if res.pool_size else None

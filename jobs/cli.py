@@ -116,6 +116,9 @@ def cmd_ingest(args) -> int:
     print(f"files: {files_line(f)}")
     print(f"this run: {c['total']} chunks ({c['omitted']} omitted) · {c['embedded']} vectors loaded ({c['vectors_computed']} "
           f"computed, {c['vectors_reused']} reused) · {result.seconds:.1f} s" + (" · HNSW index built" * result.index_built))
+    if result.rehomed:
+        print(f"re-chunked {result.rehomed} unchanged document(s) in this run (counted as retried): they held copies "
+              "of text an updated document no longer carries, so one of them holds it now")
     t = result.totals
     print(f"collection {t['collection']}: {t['documents']['done']} documents done, {t['documents']['failed']} failed, "
           f"{t['documents']['pending']} pending · {t['chunks']} chunks stored")

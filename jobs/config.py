@@ -347,9 +347,10 @@ class EmbeddingConfig(_Strict):
 
 
 class SinkConfig(_Strict):
-    flush_rows: int = Field(2000, ge=1, description="a writer writes a Parquet part and commits once this many "
-                            "rows of whole documents wait")
+    flush_rows: int = Field(2000, ge=1, description="a Parquet part and a commit once this many rows of whole documents wait")
     flush_seconds: float = Field(5.0, gt=0, description="...or once the oldest waiting document is this old")
+    flush_documents: int = Field(64, ge=1, description="...or this many whole documents: an ingest's most per transaction")
+    progress_seconds: float = Field(10.0, gt=0, description="an ingest's progress line this often off a terminal")
     writers: int | Literal["auto"] = Field(
         "auto", description="parallel write tasks of ingest and `load --from-parquet`, each with its own "
         "connection and COPY stream (auto: half the cores, 2 to 4)")
@@ -405,10 +406,8 @@ class DatabaseConfig(_Strict):
 
 class RayConfig(_Strict):
     num_cpus: int | None = Field(
-        None, ge=1,
-        description="logical CPUs of a local Ray (ignored when joining RAY_ADDRESS). Actors hold theirs for the "
-        "whole run, so on a small machine give more than os.cpu_count() so CPU tasks still get slots.",
-    )
+        None, ge=1, description="logical CPUs of a local Ray (ignored when joining RAY_ADDRESS). Actors hold theirs for "
+        "the whole run, so on a small machine give more than os.cpu_count() so CPU tasks still get slots.")
     parse: ResourcesConfig = ResourcesConfig(num_cpus=0.5, batch_size=4)
     chunk: ResourcesConfig = ResourcesConfig(num_cpus=0.5, batch_size=8)
     excel: ResourcesConfig = ResourcesConfig(num_cpus=0.5, batch_size=1)
@@ -418,7 +417,7 @@ class RayConfig(_Strict):
         "above then go unused). `auto`: on a local Ray (no RAY_ADDRESS) whose sentences run on CPU; on GPUs "
         "parse and chunk stay CPU tasks, off the GPU actors, and on a cluster they stay autoscaling tasks beside "
         "the fixed pool of spaCy actors")
-    progress_bars: bool = Field(True, description="Ray Data's progress bars")
+    progress_bars: bool = Field(False, description="Ray Data's own progress bars, in place of corpusmill's line")
     driver_items_max: int = Field(4096, ge=0, description="files of a type whose work items the driver hands Ray "
                                   "as a list; beyond, read by ranges (jobs/store/work_items.py). 0: always ranges")
     in_process_max_documents: int = Field(

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from jobs import PIPELINE_VERSION, __version__
-from jobs.errors import UserError
+from jobs.errors import InternalError, UserError, where
 from jobs.home import logs_dir
 
 # A directory the user named that cannot be written, a full or read-only disk: exit 2, not a bug.
@@ -62,8 +62,9 @@ def _redacted(argv: list[str]) -> list[str]:
 
 
 def internal_error(command: str, verbose: bool, argv: list[str] | None, exc: Exception) -> int:
-    """A bug: exit 4 with one line that names the exception, its traceback saved to a timestamped file
-    under $CORPUSMILL_HOME/logs/ (and printed with -v, or when the file cannot be written)."""
+    """A bug: exit 4 with one line that names the exception and the file and line it was raised at, its
+    traceback saved to a timestamped file under $CORPUSMILL_HOME/logs/ (and printed with -v, or when the
+    file cannot be written). An InternalError names its own: it carries a bug raised elsewhere (a worker)."""
     tb = "".join(traceback.format_exception(exc))
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     typed = shlex.join(["corpusmill", *_redacted(list(sys.argv[1:] if argv is None else argv))])
@@ -75,9 +76,9 @@ def internal_error(command: str, verbose: bool, argv: list[str] | None, exc: Exc
                     f"Python {platform.python_version()}, {stamp}\n\n{tb}")
     except OSError as e:
         problem = e
-    detail = _one_line(str(exc))
-    print(f"corpusmill {command}: internal error: {type(exc).__name__}" + (f": {detail}" if detail else ""),
-          file=sys.stderr)
+    detail, at = _one_line(str(exc)), "" if isinstance(exc, InternalError) else where(exc)
+    print(f"corpusmill {command}: internal error: {type(exc).__name__}" + (f": {detail}" if detail else "")
+          + (f" (at {at})" if at else ""), file=sys.stderr)
     if verbose or problem is not None:
         sys.stderr.write(tb)
     if problem is None:

@@ -9,9 +9,11 @@ core, as a local Ray's actor has), and the batches go to the DocumentWriter that
 (jobs/store/writers.py), called here: documents commit whole with their checkpoint rows and Parquet
 parts, as on Ray. Nothing here imports Ray, whose imports alone take longer than such a run's work.
 
-A batch that raises (the stages turn a document's own errors into error rows, so this is a fault, not
-a bad file) is dropped as Ray drops a block that failed past its retries: its documents stay pending,
-the run records them `LostDocument` and the next run retries them.
+A batch that raises a bug (jobs.errors.is_bug) stops the run: what was committed stays, the rest stays
+pending, and the exception reaches the CLI as it was raised (exit 4, its traceback saved). Any other
+exception (the stages turn a document's data faults into error rows, so this is a fault of the machine:
+memory, a file system) drops the batch as Ray drops a block that failed past its retries: its documents
+stay pending, the run records them `LostDocument` and the next run retries them.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import time
 
 from jobs.adapter import Chain, to_table
 from jobs.config import JobConfig
+from jobs.errors import is_bug
 from jobs.pipeline import embed_stage, excel_stage, markdown_stages
 from jobs.rows import CHUNK_SCHEMA
 from jobs.sources.storage import StorageOptions
@@ -66,13 +69,18 @@ def write_in_process(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
         entry["task_seconds"] += time.monotonic() - started
         return out
 
+    bugs: list[Exception] = []
+
     def blocks():
         for name, chain, items, batch in branches:
             for i in range(0, len(items), max(1, batch)):
                 try:
                     rows = timed("embed", embed, timed(name, chain, items[i:i + batch]))
                     table = to_table(rows, CHUNK_SCHEMA, "embed")
-                except Exception:
+                except Exception as exc:
+                    if is_bug(exc):  # raised here it would reach the writer, which reports a task's faults
+                        bugs.append(exc)
+                        return
                     log.exception("a batch of %d documents failed; they stay pending for the next run",
                                   len(items[i:i + batch]))
                     continue
@@ -80,6 +88,8 @@ def write_in_process(cfg: JobConfig, md_items: list[dict], xl_items: list[dict],
 
     sink.on_write_start()
     stats = sink.write(blocks(), None)
+    if bugs:
+        raise bugs[0]
     sink.complete([stats])
     for entry in spent.values():
         entry["task_seconds"] = round(entry["task_seconds"], 3)

@@ -48,7 +48,7 @@ from jobs.sources.storage import StorageOptions
 from jobs.sources.uris import is_remote, join, local_path
 from jobs.store.connection import DatabaseUnavailable
 from jobs.store.known_vectors import vectors_to_reuse
-from jobs.store.locks import CollectionBusy
+from jobs.store.locks import CollectionBusy, LeaseWatch, OwnershipLost
 from jobs.store.parquet import RunOutput, read_run_json
 from jobs.store.pgvector import PgStore
 from jobs.store.spaces import space_for_ingest
@@ -58,6 +58,11 @@ from jobs.store.writers import DocumentWriter, Progress, SinkStats
 from jobs.tools.report import write_report
 
 log = logging.getLogger(__name__)
+
+
+# Re-homing rounds at most: a round's own commits can let go of text again only when re-chunked documents
+# changed their holdings, which a document re-chunked unchanged does not; one round is the norm.
+REHOME_ROUNDS = 3
 
 
 class RunStopped(UserError, ConnectionError):
@@ -79,6 +84,7 @@ class IngestResult:
     totals: dict = field(default_factory=dict)  # the collection after the run (store.status)
     gate_failures: list = field(default_factory=list)  # jobs.checks.gates.GateFailure
     report: dict = field(default_factory=dict)  # QA artifact name -> path
+    rehomed: int = 0  # unchanged documents re-chunked to hold text an updated one let go (shared_text)
     not_as_frozen: list[str] = field(default_factory=list)
 
     @property
@@ -124,7 +130,7 @@ def _work_item(collection: str, f: SourceFile, fingerprint: str, run_id: str) ->
 
 
 def _take_released(store: PgStore, cfg: JobConfig, plan, released: list[str], storage: StorageOptions,
-                   work: WorkItems, queue) -> None:
+                   work: WorkItems, queue) -> int:
     """A deleted document may have held text other documents only recorded a copy of
     (jobs/store/shared_text.py); those were marked pending (`released`). Unchanged ones are re-chunked
     in this run rather than the next, so the text is back in the index when this run ends. The plan
@@ -144,7 +150,9 @@ def _take_released(store: PgStore, cfg: JobConfig, plan, released: list[str], st
         plan.unchanged -= len(moved)
         plan.retry += moved
         plan.hand_over(queue)
-        log.info("%d unchanged documents re-chunked: they shared text only a deleted document held", len(moved))
+        log.info("%d unchanged documents re-chunked: they shared text only a replaced or deleted document held",
+                 len(moved))
+    return len(moved)
 
 
 # Operator names hold their stages' names: `MapBatches(chunk)`, Ray's fused `A->B`, adapter.fuse's `a+b`.
@@ -252,8 +260,9 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
         writer = on_ray.ChunkDatasink if on_ray else DocumentWriter  # Ray's write tasks, or this process
         sink = writer(url, cfg.database.schema_name, coll, run_id, label=f"corpusmill ingest {run_id}",
                       share_text=cfg.database.shared_text == "once", batch_rows=cfg.sink.flush_rows,
-                      batch_seconds=cfg.sink.flush_seconds, reconnect_seconds=cfg.database.reconnect_seconds,
-                      parts=output.part_writer(), keep_listing=True)
+                      batch_seconds=cfg.sink.flush_seconds, batch_documents=cfg.sink.flush_documents,
+                      reconnect_seconds=cfg.database.reconnect_seconds,
+                      parts=output.part_writer(), keep_listing=True, owner=store.owner_token(cfg.collection))
         status = "ok"
         if documents:
             # Vectors of texts the collection holds (unchanged chunks of an edited page, repeated blocks) are
@@ -261,17 +270,34 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
             known = vectors_to_reuse(store, url, cfg.database.schema_name, cfg.embedding, coll.embedding_model,
                                      coll.dimension, own=coll.chunk_table)
             writers = 1
+            # The fence's driver side: a run that another run took the collection from stops within seconds.
+            watch = LeaseWatch(url, cfg.database.schema_name, cfg.collection, store.owner_token(cfg.collection))
             try:
-                with Progress(url, cfg.database.schema_name, cfg.collection, run_id, documents):
-                    if on_ray:
-                        stage_stats["pipeline"], writers = on_ray.write_on_ray(cfg, work, storage, known, sink, output,
-                                                                               url)
-                    else:
-                        stage_stats["pipeline"] = write_in_process(cfg, work.items("markdown"), work.items("excel"),
-                                                                   storage, known, sink)
+                # Ray Data's own bars, when asked for, take the terminal: the progress then goes to the log.
+                progress = Progress(url, cfg.database.schema_name, cfg.collection, run_id, documents,
+                                    cfg.sink.progress_seconds, live=False if on_ray and cfg.ray.progress_bars else None)
+                with progress, watch:
+                    def pipeline():  # the work items of the current round, through the stages into the sink
+                        if on_ray:
+                            return on_ray.write_on_ray(cfg, work, storage, known, sink, output, url)
+                        return write_in_process(cfg, work.items("markdown"), work.items("excel"), storage, known,
+                                                sink), 1
+
+                    stage_stats["pipeline"], writers = pipeline()
+                    # Updated documents may have let go of text others only copied (jobs/store/shared_text.py):
+                    # those are re-chunked now, so the run ends with every text in the index.
+                    for _ in range(REHOME_ROUNDS):
+                        released = store.released_documents(cfg.collection)
+                        work.begin_round()
+                        moved = _take_released(store, cfg, plan, released, storage, work, queue) if released else 0
+                        if not moved:
+                            break
+                        store.mark_pending_work(cfg.collection, run_id, since=work.since)
+                        result.rehomed += moved
+                        stage_stats["rehome"] = {"documents": result.rehomed, "pipeline": pipeline()[0]}
             except BaseException as exc:
                 # Committed documents stay committed; the rest stay pending and the next run resumes them.
-                cause = _cause(exc)
+                cause = OwnershipLost(watch.lost) if watch.lost else _cause(exc)
                 database_fault = (isinstance(cause, (DatabaseUnavailable, CollectionBusy, psycopg.Error))
                                   or getattr(cause, "database", False))
                 if not isinstance(cause, DatabaseUnavailable):  # a server that is gone would be waited for again
@@ -286,6 +312,8 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
                     except Exception:  # the server is what failed: say what is known
                         so_far = f"with some of {documents} documents committed"
                     what = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+                    if isinstance(cause, OwnershipLost):
+                        raise RunStopped(f"run {run_id} stopped {so_far}: {what}") from exc
                     raise RunStopped(
                         f"run {run_id} stopped {so_far}: "
                         f"{what}. Every committed document is kept; run the same command again to resume "
@@ -309,6 +337,7 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
         result.metrics = run_metrics(sink.stats, plan.counts(), result.seconds)
         result.metrics["discovery"] = plan.discovery()  # links not followed: listed by the QA report
         result.metrics["stages"] = stage_stats | {"seconds_total": round(result.seconds, 2)}
+        result.metrics["rehomed"] = result.rehomed
         limit = min(cfg.chunking.max_tokens, token_counter(cfg.embedding.model).limit)
         result.metrics["token_limit"] = limit
         if documents or plan.delete:

@@ -212,7 +212,8 @@ def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: st
                     sink = ChunkDatasink(url, cfg.database.schema_name, coll, last_run, label=f"corpusmill load {last_run}",
                                          share_text=cfg.database.shared_text == "once",
                                          batch_rows=cfg.sink.flush_rows, batch_seconds=cfg.sink.flush_seconds,
-                                         reconnect_seconds=cfg.database.reconnect_seconds)
+                                         reconnect_seconds=cfg.database.reconnect_seconds,
+                                         owner=store.owner_token(name))
                     with warnings.catch_warnings():
                         # Ray 2.60 names no parameter for a scheduling strategy: placement() must go in
                         # ray_remote_args, which it calls deprecated.

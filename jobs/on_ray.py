@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from dataclasses import replace
 
 import ray
 import ray.data
@@ -39,6 +40,30 @@ from jobs.store.parquet import RunOutput
 from jobs.store.work_items import WorkItems, read_work_items
 
 log = logging.getLogger(__name__)
+
+# A run of at most SMALL_RUN_DOCUMENTS documents fills only a few embedding batches (512 rows at the
+# defaults, some 50 documents): gathered that way its documents would reach the writers in one or two
+# groups at its very end, so progress would sit at 0 and an interrupt would keep nothing. Such a run
+# is split into at least SMALL_RUN_GROUPS first blocks, and embeds SMALL_RUN_EMBED_ROWS rows a call,
+# so each block goes through embedding and on to a write task of its own as soon as it is chunked.
+# Above it the configured sizes stand: every batch then fills long before the run ends.
+SMALL_RUN_DOCUMENTS = 256
+SMALL_RUN_GROUPS = 8
+SMALL_RUN_EMBED_ROWS = 32
+
+
+def first_block_documents(documents: int, of_type: int, per_block: int) -> int:
+    """Documents per first block of a source type with `of_type` of the run's `documents`, from the
+    configured `per_block` (SMALL_RUN_DOCUMENTS)."""
+    if documents > SMALL_RUN_DOCUMENTS:
+        return per_block
+    return max(1, min(per_block, -(-of_type // SMALL_RUN_GROUPS)))
+
+
+def embed_batch_rows(documents: int, rows: int) -> int:
+    """Rows per embedding call of a run of `documents`, from the configured `rows` (SMALL_RUN_DOCUMENTS)."""
+    return rows if documents > SMALL_RUN_DOCUMENTS else min(rows, SMALL_RUN_EMBED_ROWS)
+
 
 def start(cfg: JobConfig) -> bool:
     """Ray up (a local one started, or the cluster of RAY_ADDRESS joined) and able to read the inputs.
@@ -98,21 +123,17 @@ def build_dataset(cfg: JobConfig, work: WorkItems, storage: StorageOptions | Non
     shipped in the stage arguments."""
     local = not os.environ.get("RAY_ADDRESS")  # a Ray of this process's own, not a cluster joined
     retries = cfg.ray.task_retries
-    # A block whose task failed past its retries (its worker died each time) is dropped instead of
-    # aborting the run: the sink then finds its documents missing and records them `LostDocument`,
-    # to be retried by the next run (_record_lost). Our stages turn a document's own
-    # exceptions into error rows, so what fails a whole block is a lost worker, not one bad file.
-    ray.data.DataContext.get_current().max_errored_blocks = -1
-
     counts = work.counts()
+    documents = sum(counts.values())
     reader = Stage("work_items", read_work_items, WORK_SCHEMA, ResourcesConfig(num_cpus=0.25, batch_size=1),
                    {"url": work.url, "schema": work.schema, "reconnect_seconds": cfg.database.reconnect_seconds})
 
     def source(source_type: str, rows_per_block: int):
-        # One block per batch of the first stage, at most 256: bigger blocks would delay the first
-        # commits, smaller ones only add per-task overhead (every task costs the driver, the raylet and a worker).
+        # One block per batch of the first stage (a small run's smaller), at most 256 blocks: bigger blocks would
+        # delay the first commits, smaller ones only add per-task overhead (every task costs the driver, the
+        # raylet and a worker).
         n = counts[source_type]
-        per_block = max(rows_per_block, -(-n // 256))
+        per_block = max(first_block_documents(documents, n, rows_per_block), -(-n // 256))
         # Up to ray.driver_items_max files the driver hands the items over whole (~1 KB each, bounded):
         # the range-read tasks are an operator of their own, which cost a 300-page ingest 1.12-1.18x
         # its wall time against the code before (f4f72c0). Beyond it the first tasks read them by ranges.
@@ -130,12 +151,17 @@ def build_dataset(cfg: JobConfig, work: WorkItems, storage: StorageOptions | Non
     if counts.get("markdown"):
         stages = markdown_stages(cfg, storage)
         if fuse_markdown(cfg, local):
-            md = adapter.apply(source("markdown", cfg.sentences.resources.batch_size),
-                               adapter.fuse(stages, cfg.sentences.resources), retries)
+            # The fused stage takes each first block whole: a larger batch would join a small run's blocks again.
+            res = cfg.sentences.resources
+            res = res.model_copy(update={"batch_size": first_block_documents(documents, counts["markdown"],
+                                                                             res.batch_size)})
+            md = adapter.apply(source("markdown", res.batch_size), adapter.fuse(stages, res), retries)
         else:
             md = source("markdown", cfg.ray.parse.batch_size)
-            for stage in stages:
-                md = adapter.apply(md, stage, retries)
+            for stage in stages:  # each takes a small run's blocks as they come, as the fused stage does
+                size = first_block_documents(documents, counts["markdown"], stage.resources.batch_size)
+                md = adapter.apply(md, replace(stage, resources=stage.resources.model_copy(
+                    update={"batch_size": size})), retries)
         branches.append(md)
     if counts.get("excel"):
         branches.append(adapter.apply(source("excel", cfg.ray.excel.batch_size), excel_stage(cfg, storage), retries))
@@ -143,11 +169,21 @@ def build_dataset(cfg: JobConfig, work: WorkItems, storage: StorageOptions | Non
     emb = cfg.embedding
     cluster = ray.cluster_resources()
     cores = cores_of(cluster)
-    actors, workers = embed_layout(cfg, cluster, cores, sum(counts.values()), local)
+    actors, workers = embed_layout(cfg, cluster, cores, documents, local)
     log.info("embedding: %d actor(s) × %d encoder worker(s), %s torch thread(s) each (%s)", actors, workers,
              emb.torch_threads or "default",
              f"{cluster.get('GPU', 0):g} GPU(s)" if emb.resources.num_gpus else f"{cores} cores")
-    return adapter.apply(ds, embed_stage(cfg, embed_resources(cfg, actors, workers), workers, known), retries)
+    resources = embed_resources(cfg, actors, workers)
+    resources = resources.model_copy(update={"batch_size": embed_batch_rows(documents, resources.batch_size)})
+    ds = adapter.apply(ds, embed_stage(cfg, resources, workers, known), retries)
+    # A block whose task failed past its retries (its worker died each time) is dropped instead of
+    # aborting the run: the sink then finds its documents missing and records them `LostDocument`,
+    # to be retried by the next run (_record_lost). Our stages turn a document's data faults into error
+    # rows, and the adapter a bug into rows that stop the run (jobs/adapter.py), so what fails a whole
+    # block is a lost worker. Set on this job's own context (its datasets share it; the write runs
+    # under it), not the process-wide one, which a later job in this process would inherit.
+    ds.context.max_errored_blocks = -1
+    return ds
 
 
 def operator_stats(ds) -> dict:

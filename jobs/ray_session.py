@@ -8,9 +8,11 @@ import json
 import logging
 import os
 import threading
+import warnings
 
 import ray
 from ray.data import DataContext
+from ray.util.annotations import RayDeprecationWarning
 
 from jobs.config import JobConfig
 
@@ -37,6 +39,49 @@ def cores_of(cluster: dict) -> int:
     return (os.cpu_count() or 1) if not os.environ.get("RAY_ADDRESS") else int(cluster.get("CPU", 1))
 
 
+class _DropMessages(logging.Filter):
+    """Drops the records of one logger whose message starts with one of `starts`."""
+
+    def __init__(self, *starts: str):
+        super().__init__()
+        self.starts = starts
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.starts)
+
+
+def quiet_ray(progress_bars: bool = False) -> None:
+    """Silence what Ray prints on every run that is known and says nothing about this run's health. Each
+    filter matches one message; anything else Ray says still shows. Idempotent (filters are compared as
+    equal, handlers' levels only set)."""
+    # Raised by our own map_batches calls (jobs/adapter.py): Ray 2.60 has no named parameters for
+    # max_restarts, max_task_retries and max_retries, so they travel in `ray_remote_args`, which keeps
+    # working until Ray 2.64 (pyproject.toml pins ray below it).
+    warnings.filterwarnings("ignore", message="`ray_remote_args` is deprecated", category=RayDeprecationWarning)
+    # A small run has fewer blocks than writers or actors: Ray notes that some of them idle, which is true
+    # and costs nothing (a writer holds no CPU, jobs/store/datasink.py).
+    warnings.filterwarnings("ignore", message="The m[a-z]+ number of concurrent (tasks|actors) for .* but the "
+                            "operator only received", category=UserWarning)
+    # Token authentication is on, the safe default for a Ray this process starts or joins. The warning
+    # that it is *off* stays.
+    _add_filter("ray._private.authentication.authentication_token_setup",
+                _DropMessages("Token authentication is enabled"))
+    # Ray Data's bars are off because corpusmill draws its own progress line (ray.progress_bars).
+    _add_filter("ray.data._internal.progress", _DropMessages("Progress bars disabled"))
+    if not progress_bars and logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        # Ray Data's execution log (the plan, start and end, the sink's byte count, its progress off a
+        # terminal) stays in the session's ray-data.log; -v shows it here too. Its warnings still show.
+        for handler in logging.getLogger("ray.data").handlers:
+            if not isinstance(handler, logging.FileHandler) and type(handler).__name__ != "SessionFileHandler":
+                handler.setLevel(logging.WARNING)
+
+
+def _add_filter(logger: str, flt: _DropMessages) -> None:
+    target = logging.getLogger(logger)
+    if not any(isinstance(f, _DropMessages) and f.starts == flt.starts for f in target.filters):
+        target.addFilter(flt)
+
+
 def init_ray(cfg: JobConfig) -> bool:
     """Start a local Ray (or join RAY_ADDRESS) unless this process has one already. True when this call
     ran `ray.init` without an address, which starts a Ray of the process's own (or, should a `ray
@@ -44,16 +89,20 @@ def init_ray(cfg: JobConfig) -> bool:
     (stop_ray_in_background), and stopping a Ray it only joined just disconnects."""
     if ray.is_initialized():
         return False
+    quiet_ray(cfg.ray.progress_bars)
+    # The driver's "ray" logger at INFO only says that Ray started or was joined; -v keeps it.
+    level = logging.INFO if logging.getLogger().getEffectiveLevel() <= logging.DEBUG else logging.WARNING
     address = os.environ.get("RAY_ADDRESS")
     if address:
-        ray.init(address=address, include_dashboard=False, log_to_driver=True, runtime_env=driver_runtime_env())
+        ray.init(address=address, include_dashboard=False, log_to_driver=True, runtime_env=driver_runtime_env(),
+                 logging_level=level)
     else:
         # A local Ray's workers inherit this process's environment. Setting the variables here rather
         # than in a runtime_env spares every worker Ray's runtime_env start-up (setup_worker.py, which
         # imports Ray and then execs the real worker, which imports it again).
         os.environ.update(WORKER_ENV)
         ray.init(num_cpus=cfg.ray.num_cpus or max(os.cpu_count() or 1, 4), include_dashboard=False,
-                 log_to_driver=True)
+                 log_to_driver=True, logging_level=level)
     ctx = DataContext.get_current()
     ctx.enable_progress_bars = cfg.ray.progress_bars
     ctx.enable_operator_progress_bars = cfg.ray.progress_bars

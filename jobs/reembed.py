@@ -150,9 +150,6 @@ def _fill_on_ray(cfg: JobConfig, url: str, active: Collection, space: Collection
     from jobs.store.datasink import writer_args  # late: see above
     from jobs.store.space_sink import SpaceDatasink, SpaceProgress  # late: see above
 
-    # A block lost past its retries leaves its documents out of the space: the run then does not switch
-    # and says so, and the next one retries them, instead of one lost worker aborting the whole job.
-    ray.data.DataContext.get_current().max_errored_blocks = -1
     schema, retries = cfg.database.schema_name, cfg.ray.task_retries
     cluster = ray.cluster_resources()
     cores = cores_of(cluster)
@@ -169,6 +166,10 @@ def _fill_on_ray(cfg: JobConfig, url: str, active: Collection, space: Collection
     ds = adapter.apply(ds, adapter.Stage("embed", Embedder, SPACE_SCHEMA, embed_resources(cfg, actors, workers),
                                          embedder_args(cfg, workers, space.embedding_model, known),
                                          calls_per_actor=min(workers, 2)), retries)
+    # A block lost past its retries leaves its documents out of the space: the run then does not switch
+    # and says so, and the next one retries them, instead of one lost worker aborting the whole job. A bug
+    # comes back as rows that stop it (jobs/adapter.py). This job's own context, not the process-wide one.
+    ds.context.max_errored_blocks = -1
     sink = SpaceDatasink(url, schema, space, label=f"corpusmill reembed {space.name}", batch_rows=cfg.sink.flush_rows,
                          batch_seconds=cfg.sink.flush_seconds, reconnect_seconds=cfg.database.reconnect_seconds)
     with SpaceProgress(url, schema, space, todo, already):

@@ -1,3 +1,4 @@
+import pyarrow as pa
 import pytest
 
 from jobs.adapter import Stage, _actor_pool
@@ -63,7 +64,6 @@ from jobs import adapter
 from jobs.config import ResourcesConfig
 
 ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False)
-ray.data.DataContext.get_current().max_errored_blocks = -1  # as jobs.on_ray.build_dataset sets it
 schema = pa.schema([pa.field("doc", pa.string())])
 
 def die_on_poison(rows):  # the worker process dies, as under an OOM kill: no exception to catch
@@ -81,6 +81,8 @@ ds = ray.data.from_items([{"doc": d} for d in ["a", "b", "poison", "c"]], overri
 # flight, which the sink records as lost), so with more in flight `c` could die alongside `poison`.
 res = ResourcesConfig(batch_size=1, pool_size=1, tasks_in_flight=1) if fn is DieOnPoison else ResourcesConfig(batch_size=1)
 ds = adapter.apply(ds, adapter.Stage("die", fn, schema, res), retries=1)
+ds.context.max_errored_blocks = -1  # on the job's own context, as jobs.on_ray.build_dataset sets it
+assert ray.data.DataContext.get_current().max_errored_blocks != -1  # the process-wide one is left alone
 print("RESULT " + json.dumps(sorted(r["doc"] for r in ds.take_all())))
 """
 
@@ -117,3 +119,46 @@ def test_a_value_arrow_cannot_take_fails_its_own_document_only():
     assert got["a"]["text"] == "fine" and got["c"]["text"] == "fine too"
     assert got["b"]["row_kind"] == "error" and got["b"]["error_stage"] == "excel"
     assert got["b"]["error_class"] == "UnicodeEncodeError" and got["b"]["text"] is None
+
+
+def _chunk(doc, seq, n):
+    return {"doc_id": doc, "collection": "c", "source_path": f"{doc}.md", "source_type": "markdown",
+            "pipeline_fingerprint": "fp", "run_id": "r", "content_sha256": "s", "text": f"{doc} {seq}",
+            "row_kind": "chunk", "doc_rows": n, "seq": seq}
+
+
+def test_a_bug_in_a_stage_on_ray_comes_back_as_rows_that_stop_the_run_not_as_a_lost_block():
+    """Raised, it would fail the block, which the job tolerates as a lost worker (LostDocument, forever)."""
+    from jobs.adapter import _run
+    from jobs.rows import CHUNK_SCHEMA, DOC_SCHEMA, WORK_SCHEMA
+
+    def buggy(rows):
+        return [r["missing"] for r in rows]
+
+    # Chunk rows (the embed stage's input) keep their place in their document; work rows become one row each.
+    chunks = pa.Table.from_pylist([_chunk("a", 0, 2), _chunk("a", 1, 2), _chunk("b", 0, 1)], schema=CHUNK_SCHEMA)
+    out = _run(buggy, chunks, CHUNK_SCHEMA, "embed").to_pylist()
+    assert [(r["doc_id"], r["seq"], r["doc_rows"], r["row_kind"]) for r in out] == [
+        ("a", 0, 2, "error"), ("a", 1, 2, "error"), ("b", 0, 1, "error")]
+    assert {r["error_class"] for r in out} == {"InternalError"} and {r["error_stage"] for r in out} == {"embed"}
+    assert out[0]["error_message"].startswith("stage embed: KeyError: 'missing' (at test_adapter.py:")
+    work = pa.Table.from_pylist([{"doc_id": "a", "source_path": "a.md", "collection": "c", "source_type": "markdown",
+                                  "pipeline_fingerprint": "fp", "run_id": "r", "content_sha256": "s"}], schema=WORK_SCHEMA)
+    (row,) = _run(buggy, work, CHUNK_SCHEMA, "parse_markdown+sentences+chunk").to_pylist()
+    assert (row["doc_id"], row["row_kind"], row["doc_rows"], row["error_class"]) == ("a", "error", 1, "InternalError")
+    (doc,) = _run(buggy, work, DOC_SCHEMA, "sentences").to_pylist()
+    assert doc["error_class"] == "InternalError" and doc["error_stage"] == "sentences"
+
+    def machine_fault(rows):
+        raise MemoryError
+
+    with pytest.raises(MemoryError):  # not a bug: the block fails, and the run records its documents lost
+        _run(machine_fault, chunks, CHUNK_SCHEMA, "embed")
+
+
+def test_a_value_of_the_wrong_type_is_the_stages_bug_not_its_documents():
+    from jobs.adapter import to_table
+    from jobs.rows import CHUNK_SCHEMA
+
+    with pytest.raises(pa.ArrowInvalid):
+        to_table([_chunk("a", 0, 1), _chunk("b", 0, 1) | {"seq": "zero"}], CHUNK_SCHEMA, "chunk")

@@ -82,7 +82,8 @@ def test_internal_error_exits_4_and_saves_the_traceback(home, monkeypatch, capsy
     assert rc == 4
     err = capsys.readouterr().err
     first, second = err.strip().splitlines()
-    assert first == "corpusmill status: internal error: RuntimeError: boom"
+    # The line names where it was raised: the frame that raised it, not the CLI's handler.
+    assert first.startswith("corpusmill status: internal error: RuntimeError: boom (at test_cli.py:")
     logs = sorted((home / "logs").glob("internal-error-*.log"))
     assert len(logs) == 1 and str(logs[0]) in second and "Traceback" not in err
     text = logs[0].read_text()
@@ -95,7 +96,7 @@ def test_verbose_internal_error_prints_the_traceback_too(home, monkeypatch, caps
     monkeypatch.setattr(cli, "cmd_stats", lambda args: {}["missing"])
     assert cli.main(["-v", "stats"]) == 4
     err = capsys.readouterr().err
-    assert err.startswith("corpusmill stats: internal error: KeyError: 'missing'\n")
+    assert err.startswith("corpusmill stats: internal error: KeyError: 'missing' (at test_cli.py:")
     assert "Traceback (most recent call last)" in err
     assert len(list((home / "logs").glob("internal-error-*.log"))) == 1
 

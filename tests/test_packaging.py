@@ -9,14 +9,17 @@ not its editable corpusmill, and run the installed `corpusmill` from a temporary
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tempfile
 import tomllib
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -40,6 +43,36 @@ def test_package_list_covers_the_source_tree():
                          if d.is_dir() and d.name != "__pycache__"}
 
     assert set(st["packages"]) == dirs(REPO / "jobs", "jobs") | dirs(REPO / "configs", "jobs.configs")
+
+
+def _dist_name(requirement: str) -> str:
+    return re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9._-]+", requirement).group(0)).lower()
+
+
+def test_every_package_the_code_imports_is_declared():
+    """A package arriving only through another one's dependencies goes when that one stops needing it: each
+    top-level import under jobs/ and ops/ (late ones too) is in `dependencies` or an extra."""
+    project = PYPROJECT["project"]
+    declared = {_dist_name(r) for r in project["dependencies"]}
+    declared |= {_dist_name(r) for extra in project["optional-dependencies"].values() for r in extra}
+    modules = set()
+    for path in [*(REPO / "jobs").rglob("*.py"), *(REPO / "ops").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                modules |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                modules.add(node.module.split(".")[0])
+    modules -= set(sys.stdlib_module_names) | {"jobs", "ops", "tests"}
+    dists = metadata.packages_distributions()
+    undeclared = {m: dists.get(m) for m in modules if not {_dist_name(d) for d in dists.get(m, [])} & declared}
+    assert undeclared == {}
+
+
+def test_the_gpu_pipeline_plugin_is_an_extra_that_dev_installs():
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    assert "spacy-transformers" not in {_dist_name(r) for r in PYPROJECT["project"]["dependencies"]}
+    assert {_dist_name(r) for r in extras["gpu"]} == {"spacy-transformers"}
+    assert "spacy-transformers" in {_dist_name(r) for r in extras["dev"]}  # its tests run on the CPU
 
 
 def test_every_shipped_config_loads_and_finds_the_shipped_templates(tmp_path, monkeypatch):

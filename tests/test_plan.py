@@ -135,3 +135,31 @@ def test_an_unchanged_copy_of_a_deleted_page_is_rechunked_in_the_same_run(tmp_pa
         paths = {r[0] for r in conn.execute(f"SELECT DISTINCT source_path FROM corpusmill.{table}")}
         status = conn.execute("SELECT status FROM corpusmill.documents WHERE collection = 'plan_released'").fetchall()
     assert paths == {"server-copy.md"} and status == [("done",)]
+
+
+@pytest.mark.slow
+def test_an_unchanged_copy_of_text_an_updated_page_let_go_is_rechunked_before_the_run_ends(
+        tmp_path, corpus, pg_url, cm_home):
+    root = tmp_path / "pages"
+    root.mkdir()
+    page = corpus / "hugo" / "server.md"
+    shutil.copy(page, root / "server.md")
+    env = dict(os.environ, CORPUSMILL_HOME=str(cm_home), DATABASE_URL=pg_url, TOKENIZERS_PARALLELISM="false")
+    env.pop("RAY_ADDRESS", None)  # two documents: in process
+    cfg = write_config(tmp_path / "c.yaml", "plan_rehomed", [root])
+    for _ in range(2):  # the page, then a copy of it: its text is stored once, under the first page
+        out = cli("ingest", "--config", str(cfg), env=env)
+        assert out.returncode == 0, out.stdout + out.stderr
+        shutil.copy(page, root / "server-copy.md")
+    (root / "server.md").write_text("# Server\n\nThis page now says something else entirely.\n", encoding="utf-8")
+    out = cli("ingest", "--config", str(cfg), env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert summary_line(out.stdout) == "files: 0 added, 1 updated, 1 retried, 0 skipped, 0 deleted, 0 failed"
+    assert "re-chunked 1 unchanged document(s) in this run" in out.stdout
+    with psycopg.connect(pg_url) as conn:
+        table = conn.execute("SELECT chunk_table FROM corpusmill.collections WHERE name = 'plan_rehomed'").fetchone()[0]
+        held = conn.execute(f"SELECT count(*) FROM corpusmill.{table} WHERE source_path = 'server-copy.md'").fetchone()[0]
+        status = conn.execute("SELECT source_path, status FROM corpusmill.documents WHERE collection = 'plan_rehomed' "
+                              "ORDER BY 1").fetchall()
+    assert held > 1  # the copy holds the page's old text: none of it left the index
+    assert status == [("server-copy.md", "done"), ("server.md", "done")]

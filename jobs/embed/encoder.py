@@ -34,7 +34,7 @@ import numpy as np
 from jobs.embed.backends import load_model
 from jobs.embed.models import split_ref
 from jobs.embed.tokens import token_counter
-from jobs.errors import NotAvailableError
+from jobs.errors import NotAvailableError, is_bug
 from jobs.rows import error_fields
 from jobs.store.known_vectors import KnownVectors
 
@@ -141,13 +141,17 @@ class Embedder:
                 and r.get("embedding") is None]  # a row with its vector (module docstring) keeps it
         try:
             self._fill(rows, todo)
-        except Exception:
+        except Exception as exc:
+            if is_bug(exc):
+                raise
             log.exception("embedding batch failed; retrying document by document")
             for doc in {rows[i]["doc_id"] for i in todo}:
                 mine = [i for i in todo if rows[i]["doc_id"] == doc]
                 try:
                     self._fill(rows, mine)
                 except Exception as exc:
+                    if is_bug(exc):
+                        raise
                     for i in mine:
                         rows[i] = dict(rows[i], row_kind="error", **error_fields("embed", exc))
         return rows

@@ -4,8 +4,8 @@ openpyxl parses untrusted XML and inflates whatever the zip holds, so the checks
 file size, legacy and binary formats (refused with how to convert them), zip bombs (entry count,
 summed size, compression ratio) and DTDs ("billion laughs") in any part that is or looks like XML.
 `require_defusedxml` insists that openpyxl parses through defusedxml. Every refusal is a
-ValueError naming the limit and its `excel.` config key (defusedxml itself is a dependency: without
-it this module does not import).
+FileRefused (jobs/errors.py: a data fault, and a ValueError) naming the limit and its `excel.` config
+key (defusedxml itself is a dependency: without it this module does not import).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import openpyxl.xml
 from openpyxl.xml import functions
 
 from jobs.config import ExcelConfig
+from jobs.errors import FileRefused
 
 __all__ = ["LEGACY_HINT", "check_workbook_file", "require_defusedxml"]
 
@@ -60,34 +61,34 @@ _DECLARED_ENCODING = re.compile(rb"^<\?xml\s[^>]*?\bencoding\s*=\s*[\"']([^\"']{
 
 
 def check_workbook_file(path: Path, cfg: ExcelConfig) -> None:
-    """Refuse, with a ValueError naming the limit and its config key, what must not reach openpyxl."""
+    """Refuse, with a FileRefused naming the limit and its config key, what must not reach openpyxl."""
     size = path.stat().st_size
     if size > cfg.max_file_bytes:
-        raise ValueError(f"workbook is {size:,} bytes, over excel.max_file_bytes={cfg.max_file_bytes:,}")
+        raise FileRefused(f"workbook is {size:,} bytes, over excel.max_file_bytes={cfg.max_file_bytes:,}")
     with open(path, "rb") as fh:
         magic = fh.read(8)
     if path.suffix.lower() == ".xls" or magic == _OLE2_MAGIC:
-        raise ValueError(f"legacy .xls workbook (or a password-protected one), which openpyxl cannot read; {LEGACY_HINT}")
+        raise FileRefused(f"legacy .xls workbook (or a password-protected one), which openpyxl cannot read; {LEGACY_HINT}")
     if path.suffix.lower() == ".xlsb":
-        raise ValueError(f"binary .xlsb workbook, which openpyxl cannot read; {LEGACY_HINT}")
+        raise FileRefused(f"binary .xlsb workbook, which openpyxl cannot read; {LEGACY_HINT}")
     if not zipfile.is_zipfile(path):
-        raise ValueError("not an .xlsx/.xlsm file (not a zip archive); re-save it from Excel as .xlsx")
+        raise FileRefused("not an .xlsx/.xlsm file (not a zip archive); re-save it from Excel as .xlsx")
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
-        raise ValueError(f"not a readable zip archive ({exc}); re-save it from Excel as .xlsx") from exc
+        raise FileRefused(f"not a readable zip archive ({exc}); re-save it from Excel as .xlsx") from exc
     with archive:
         infos = archive.infolist()
         if len(infos) > cfg.max_zip_entries:
-            raise ValueError(f"workbook zip holds {len(infos):,} entries, over excel.max_zip_entries={cfg.max_zip_entries:,}")
+            raise FileRefused(f"workbook zip holds {len(infos):,} entries, over excel.max_zip_entries={cfg.max_zip_entries:,}")
         total = sum(i.file_size for i in infos)
         if total > cfg.max_uncompressed_bytes:
-            raise ValueError(f"workbook expands to {total:,} bytes, over excel.max_uncompressed_bytes="
+            raise FileRefused(f"workbook expands to {total:,} bytes, over excel.max_uncompressed_bytes="
                              f"{cfg.max_uncompressed_bytes:,} (a zip bomb?)")
         for info in infos:
             ratio = info.file_size / max(info.compress_size, 1)
             if info.file_size >= _RATIO_MIN_BYTES and ratio > cfg.max_compression_ratio:
-                raise ValueError(f"zip entry {info.filename} expands {ratio:,.0f}x ({info.compress_size:,} -> "
+                raise FileRefused(f"zip entry {info.filename} expands {ratio:,.0f}x ({info.compress_size:,} -> "
                                  f"{info.file_size:,} bytes), over excel.max_compression_ratio="
                                  f"{cfg.max_compression_ratio:g} (a zip bomb?)")
         for info in infos:
@@ -116,19 +117,19 @@ def _refuse_dtd(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
                 return  # an image, a binary: nothing parses it as XML
             declared = _DECLARED_ENCODING.match(head)
             if declared and not _markup_is_ascii(declared.group(1).decode("ascii", "replace")):
-                raise ValueError(f"zip entry {name} declares encoding {declared.group(1).decode('ascii', 'replace')!r}, "
+                raise FileRefused(f"zip entry {name} declares encoding {declared.group(1).decode('ascii', 'replace')!r}, "
                                  "in which a DTD cannot be told apart; Excel writes UTF-8. Re-save the workbook in Excel")
             carry = b""
             while block:
                 text = carry + _markup(block)
                 if _DTD.search(text):
-                    raise ValueError(f"zip entry {name} declares a DTD (<!DOCTYPE/<!ENTITY), which Excel never "
+                    raise FileRefused(f"zip entry {name} declares a DTD (<!DOCTYPE/<!ENTITY), which Excel never "
                                      "writes; refused as a possible entity-expansion ('billion laughs') attack")
                 carry = text[-_DTD_CARRY:]
                 block = fh.read(_DTD_BLOCK)
     except (RuntimeError, NotImplementedError, zipfile.BadZipFile, OSError, EOFError, zlib.error) as exc:
         # encrypted, an unknown compression method, a torn or corrupt entry (CRC, deflate stream)
-        raise ValueError(f"zip entry {name} cannot be read ({exc}); re-save the workbook in Excel") from exc
+        raise FileRefused(f"zip entry {name} cannot be read ({exc}); re-save the workbook in Excel") from exc
 
 
 def _markup_is_ascii(encoding: str) -> bool:

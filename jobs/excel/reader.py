@@ -22,6 +22,7 @@ import openpyxl
 from openpyxl.utils.cell import range_boundaries
 
 from jobs.config import ExcelConfig
+from jobs.errors import FileRefused, NotUtf8Error, UnreadableFile
 from jobs.excel.formats import EXCEL_ERRORS, format_value
 from jobs.excel.guards import check_workbook_file, require_defusedxml
 
@@ -32,8 +33,8 @@ __all__ = ["EMPTY", "TEXT", "TYPED", "Row", "open_sheets", "read_merged_ranges"]
 warnings.filterwarnings("ignore", category=UserWarning, module=r"openpyxl\.")
 
 
-def _unreadable(exc: Exception) -> ValueError:
-    return ValueError(f"openpyxl could not read the workbook: {type(exc).__name__}: {exc}; re-save it in Excel")
+def _unreadable(exc: Exception) -> UnreadableFile:
+    return UnreadableFile(f"openpyxl could not read the workbook: {type(exc).__name__}: {exc}; re-save it in Excel")
 
 
 EMPTY, TEXT, TYPED = 0, 1, 2
@@ -205,14 +206,14 @@ def _workbook_sheets(path: Path, cfg: ExcelConfig, counts: Counter) -> Iterator[
 def _csv_sheets(path: Path, cfg: ExcelConfig, counts: Counter) -> Iterator[tuple[str, Iterator[Row]]]:
     size = path.stat().st_size
     if size > cfg.max_file_bytes:
-        raise ValueError(f"CSV file is {size:,} bytes, over excel.max_file_bytes={cfg.max_file_bytes:,}")
+        raise FileRefused(f"CSV file is {size:,} bytes, over excel.max_file_bytes={cfg.max_file_bytes:,}")
     with open(path, "rb") as fh:
         sample_bytes = fh.read(64 * 1024)
     try:
         sample = sample_bytes.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         if exc.start < len(sample_bytes) - 3:  # not just a character cut at the sample's end
-            raise ValueError(f"CSV file is not UTF-8 (byte {exc.start}); re-save it as 'CSV UTF-8'") from exc
+            raise NotUtf8Error(f"CSV file is not UTF-8 (byte {exc.start}); re-save it as 'CSV UTF-8'") from exc
         sample = sample_bytes[: exc.start].decode("utf-8-sig")
     try:
         dialect = csv.Sniffer().sniff(sample, delimiters=",;\t|")
@@ -228,7 +229,7 @@ def _csv_sheets(path: Path, cfg: ExcelConfig, counts: Counter) -> Iterator[tuple
                 try:
                     record = next(reader, None)
                 except (csv.Error, UnicodeDecodeError) as exc:
-                    raise ValueError(f"CSV line {reader.line_num}: {exc}") from exc
+                    raise UnreadableFile(f"CSV line {reader.line_num}: {exc}") from exc
                 if record is None:
                     return
                 number += 1

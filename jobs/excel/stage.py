@@ -15,6 +15,7 @@ from jobs.chunks.build import chunk_rows
 from jobs.chunks.metadata import workbook_metadata
 from jobs.config import ExcelConfig, QualityConfig
 from jobs.embed.tokens import token_counter
+from jobs.errors import is_bug
 from jobs.excel.cells import SEPARATOR
 from jobs.excel.render import iter_drafts
 from jobs.excel.split import embed_text
@@ -35,6 +36,8 @@ def excel_to_chunks(rows: list[dict], *, excel: ExcelConfig, quality: QualityCon
         try:
             out.extend(_workbook_chunks(work, excel, quality, embedding_model, storage, templates))
         except Exception as exc:
+            if is_bug(exc):
+                raise
             out.append(error_row(work, "parse_excel", exc))
     return out
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import yaml
 
+from jobs.errors import NotUtf8Error, is_bug
 from jobs.markdown.inline import render_inline
 from jobs.markdown.normalize import LINK_DEFINITION
 from jobs.rows import error_fields
@@ -56,10 +57,6 @@ MAX_HEADING_CHARS = 500  # the longest heading line in tests/data is 81 characte
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
 _ANCHOR = re.compile(r"<a\s+(?:name|id)=[^>]*>\s*</a>", re.I)
 _ATTR_BLOCK = re.compile(r"\s*\{[#.][^}]*\}\s*$")  # `{#custom-id}` / `{.class}` after a heading
-
-
-class NotUtf8Error(ValueError):
-    pass
 
 
 @dataclass
@@ -368,6 +365,8 @@ def parse_documents(rows: list[dict], *, title_from_front_matter: bool = True, o
                 sections_json=json.dumps(parsed.sections_as_dicts(), ensure_ascii=False),
             )
         except Exception as exc:
+            if is_bug(exc):
+                raise
             doc.update(error_fields("parse_markdown", exc))
         out.append(doc)
     return out

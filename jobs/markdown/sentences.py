@@ -20,7 +20,8 @@ import unicodedata
 from importlib import metadata
 from pathlib import Path
 
-from jobs.errors import NotAvailableError, NotFoundError
+from jobs.errors import NotAvailableError, NotFoundError, is_bug
+from jobs.markdown.plugins import check_plugins, plugin_error
 from jobs.rows import error_fields
 
 log = logging.getLogger(__name__)
@@ -117,6 +118,7 @@ def check_sentence_pipeline(name: str, download_missing: bool = False) -> None:
     downloaded."""
     if not download_missing and not _installed(name):
         raise _not_installed(name)
+    check_plugins(name)
 
 
 def load_sentence_pipeline(name: str, *, require_gpu: bool = False, download_missing: bool = False):
@@ -138,6 +140,11 @@ def load_sentence_pipeline(name: str, *, require_gpu: bool = False, download_mis
             break
         except OSError:
             continue
+        except ValueError as exc:  # E002: no factory for a component, perhaps a plugin's that is not installed
+            missing = plugin_error(candidate, exc)
+            if missing is None:
+                raise
+            raise missing from exc
     if nlp is None and download_missing:
         log.warning("spaCy pipeline %s not installed; downloading it", name)
         from spacy.cli import download  # late: only when a pipeline must be downloaded
@@ -295,12 +302,16 @@ class SentenceSplitter:
                 try:
                     todo.append((len(out), row, *_layout(row["text"], json.loads(row["sections_json"]))))
                 except Exception as exc:
+                    if is_bug(exc):
+                        raise
                     row = dict(row, **error_fields("sentences", exc))
             out.append(row)
         try:
             self._split([(row["text"], prose) for _, row, _, prose in todo])
             done = [(i, row, pieces) for i, row, pieces, _ in todo]
-        except Exception:  # one document broke the shared batch: split them alone, so the error is its own
+        except Exception as exc:  # one document broke the shared batch: split them alone, so the error is its own
+            if is_bug(exc):
+                raise
             done = []
             for i, row, _, _ in todo:
                 try:
@@ -308,6 +319,8 @@ class SentenceSplitter:
                     self._split([(row["text"], prose)])
                     done.append((i, row, pieces))
                 except Exception as exc:
+                    if is_bug(exc):
+                        raise
                     out[i] = dict(row, **error_fields("sentences", exc))
         for i, row, pieces in done:
             out[i] = dict(row, units_json=json.dumps([[unit for piece in section for unit in piece]

@@ -33,6 +33,7 @@ from jobs.chunks.metadata import metadata_json
 from jobs.chunks.quality import word_count
 from jobs.config import ChunkingConfig, QualityConfig
 from jobs.embed.tokens import TokenCounter, token_counter
+from jobs.errors import is_bug
 from jobs.markdown.boilerplate import is_navigation, see_also_line
 from jobs.markdown.cuts import split_code, split_long_unit, split_table
 from jobs.markdown.inline import render_inline
@@ -444,5 +445,7 @@ def chunk_documents(rows: list[dict], *, chunking: ChunkingConfig, quality: Qual
         try:
             out.extend(chunk_document(doc, chunking, quality, embedding_model, description_keys))
         except Exception as exc:
+            if is_bug(exc):
+                raise
             out.append(error_row(doc, "chunk", exc))
     return out

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from jobs.errors import FileRefused
 from jobs.sources.storage import StorageOptions, locate
 from jobs.sources.uris import is_remote, local_path
 
@@ -90,7 +91,7 @@ def work_local_file(work: dict, storage: StorageOptions | None = None, max_bytes
         return
     size = work.get("size_bytes")
     if max_bytes is not None and size is not None and size > max_bytes:
-        raise ValueError(f"workbook is {size:,} bytes, over excel.max_file_bytes={max_bytes:,}")
+        raise FileRefused(f"workbook is {size:,} bytes, over excel.max_file_bytes={max_bytes:,}")
     data = work_bytes(work, storage)
     with tempfile.TemporaryDirectory(prefix="corpusmill-src-") as tmp:
         path = Path(tmp) / Path(work["source_path"]).name

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from jobs.errors import DataFault
 from jobs.rows import storable
 
 # Binary COPY column types, in contract order: every contract column is stored.
@@ -59,18 +60,22 @@ def _json_text(value) -> str | None:
     return value if value is None or isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+class UnloadableChunk(DataFault):
+    """A chunk the store cannot take (no vector, vectors of unequal length): its document fails at `load`."""
+
+
 def vectors(column: pa.ChunkedArray | pa.Array, ids: list) -> np.ndarray:
-    """The embedding column as an (n, dimension) float32 matrix. A missing vector is a ValueError naming
+    """The embedding column as an (n, dimension) float32 matrix. A missing vector is an UnloadableChunk naming
     its chunk: a chunk reaches the store only embedded."""
     arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if arr.null_count:
         missing = ids[arr.is_null().to_pylist().index(True)]
-        raise ValueError(f"chunk {missing} reached the sink without an embedding")
+        raise UnloadableChunk(f"chunk {missing} reached the sink without an embedding")
     n = len(arr)
     if n and not pa.types.is_fixed_size_list(arr.type):
         lengths = pc.list_value_length(arr)
         if pc.min(lengths).as_py() != pc.max(lengths).as_py():
-            raise ValueError(f"embedding column of {n} rows holds vectors of unequal length")
+            raise UnloadableChunk(f"embedding column of {n} rows holds vectors of unequal length")
     flat = np.asarray(arr.flatten().to_numpy(zero_copy_only=False), dtype=np.float32)
     return flat.reshape(n, flat.size // n if n else 0)
 

@@ -1,19 +1,34 @@
 """One writer per collection: a session advisory lock per collection, so two runs of one collection —
-from two shells or two machines — never interleave commits.
+from two shells or two machines — never interleave commits; and a fence, so a run that lost the lock
+cannot commit after another run took it.
 
 A session lock is released when its session ends: the store closes, or its connection dies (the
 server-side keepalives of jobs.store.connection bound how long a dead client's lock lingers). After a
 reconnect the new session takes its locks again. Keys come from jobs.store.names.lock_key.
+
+The lock is held by the driver's session, but the commits are made by writer tasks on their own
+connections, so the lock alone does not stop a run whose driver lost it: its writers would go on.
+The guarantee comes from the owner token (`collection_owners`, migration 010): taking the lock writes a
+fresh token for the collection (take_lease), every writer's commit checks it inside its own transaction
+(check_lease, FOR SHARE), and a driver watches it (LeaseWatch). So once a second run holds the lock and
+has written its token, no commit of the first lands: a commit in flight finishes before the new token
+is written (the row lock), any later one raises OwnershipLost, and the first run's driver stops within
+seconds with one line.
 """
 
 from __future__ import annotations
 
+import _thread
 import logging
+import threading
 import time
+import uuid
 
 import psycopg
+from psycopg import sql
 
 from jobs.errors import UserError
+from jobs.store.connection import connect
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +36,85 @@ log = logging.getLogger(__name__)
 class CollectionBusy(UserError, RuntimeError):
     """Another run holds the collection's write lock."""
 
+
+class OwnershipLost(CollectionBusy):
+    """Another run took the collection (its lock and owner token) from this one: this run commits nothing more."""
+
+
+def _owners(schema: str) -> sql.Composed:
+    return sql.Identifier(schema, "collection_owners")
+
+
+def take_lease(conn: psycopg.Connection, schema: str, collection: str, holder: str) -> str:
+    """Make this run the collection's owner (call with its lock held): a new token, committed. Waits for a
+    commit of an earlier owner that is in flight (it holds the row FOR SHARE)."""
+    token = uuid.uuid4().hex
+    conn.execute(sql.SQL("INSERT INTO {} (collection, token, holder) VALUES (%s, %s, %s) ON CONFLICT (collection) "
+                         "DO UPDATE SET token = EXCLUDED.token, holder = EXCLUDED.holder, taken_at = now()").format(
+        _owners(schema)), (collection, token, holder[:200]))
+    return token
+
+
+def lease(conn: psycopg.Connection, schema: str, collection: str) -> tuple[str, str] | None:
+    """(token, holder) of the collection's owner, if any."""
+    row = conn.execute(sql.SQL("SELECT token, holder FROM {} WHERE collection = %s").format(_owners(schema)),
+                       (collection,)).fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def check_lease(conn: psycopg.Connection, schema: str, collection: str, token: str) -> None:
+    """Inside a commit's transaction: go on only while `token` owns the collection, and keep a new owner
+    from taking it until this transaction ends. Raises OwnershipLost naming the new owner."""
+    row = conn.execute(sql.SQL("SELECT token, holder FROM {} WHERE collection = %s FOR SHARE").format(
+        _owners(schema)), (collection,)).fetchone()
+    if row is None or row[0] != token:
+        raise OwnershipLost(lost_message(collection, row[1] if row else None))
+
+
+def lost_message(collection: str, holder: str | None) -> str:
+    return (f"{holder or 'another run'} took collection {collection!r} from this run, which commits nothing more; "
+            "what it committed before is kept")
+
+
+class LeaseWatch:
+    """The driver's side of the fence: a thread that reads the owner token every `every` seconds on a
+    connection of its own and, once another run owns the collection, interrupts the main thread
+    (KeyboardInterrupt there; `lost` says why), so the run's Ray job stops instead of working on for
+    writers that can no longer commit. A database it cannot reach is not a loss: the writers and the
+    driver's own reconnects decide that."""
+
+    def __init__(self, url: str, schema: str, collection: str, token: str, every: float = 2.0):
+        self.url, self.schema, self.collection, self.token, self.every = url, schema, collection, token, every
+        self.lost: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="corpusmill-lease", daemon=True)
+
+    def __enter__(self) -> "LeaseWatch":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        conn = None
+        while not self._stop.wait(self.every):
+            try:
+                conn = conn or connect(self.url, f"corpusmill lease {self.collection}"[:63])
+                now = lease(conn, self.schema, self.collection)
+            except psycopg.Error:
+                if conn is not None:
+                    conn.close()
+                conn = None
+                continue
+            if now is not None and now[0] != self.token:
+                self.lost = lost_message(self.collection, now[1])
+                log.error("%s", self.lost)
+                _thread.interrupt_main()
+                break
+        if conn is not None:
+            conn.close()
 
 def try_lock(conn: psycopg.Connection, key: int) -> bool:
     return conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]
@@ -46,15 +140,22 @@ def unlock(conn: psycopg.Connection, key: int) -> None:
     conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
 
-def retake(conn: psycopg.Connection, held: dict[str, int]) -> None:
+def retake(conn: psycopg.Connection, held: dict[str, int], schema: str | None = None,
+           tokens: dict[str, str] | None = None) -> None:
     """Take the locks `held` (collection -> key) again on a new session, after the old one died with
-    them. One that another run took meanwhile leaves `held` and raises CollectionBusy: this run must
-    stop writing."""
+    them. One that another run took meanwhile (it holds the lock now, or held it and wrote its owner
+    token before letting go) leaves `held` and raises CollectionBusy: this run must stop writing."""
     for collection, key in list(held.items()):
         if not try_lock(conn, key):
             held.pop(collection)
             raise CollectionBusy(f"while this run reconnected, {holder(conn, key)} took the write lock "
                                  f"of collection {collection!r}; this run stops")
+        token = (tokens or {}).get(collection)
+        now = lease(conn, schema, collection) if token and schema else None
+        if now is not None and now[0] != token:
+            unlock(conn, key)
+            held.pop(collection)
+            raise OwnershipLost(lost_message(collection, now[1]))
 
 
 def holder(conn: psycopg.Connection, key: int) -> str:

@@ -29,6 +29,9 @@ from jobs.sources.changes import StoredDoc
 from jobs.store import arrow_copy, doc_vectors, hits, index_build, lexical, locks, shared_text, text_search, vector_index
 from jobs.store import filters as filters_
 from jobs.store.arrow_copy import CHUNK_COLUMNS  # noqa: F401 (part of this module's API)
+from jobs.store.chunk_view import SQL_TYPES as _SQL_TYPES
+from jobs.store.chunk_view import VIEW_COLUMNS  # noqa: F401 (part of this module's API)
+from jobs.store.chunk_view import refresh as refresh_chunk_view
 from jobs.store.connection import connect, connect_with_backoff, reconnecting
 from jobs.store.names import chunk_table_name, index_name, lock_key
 from jobs.store.runs import RunRecords, UnknownCollection  # noqa: F401 (part of this module's API)
@@ -38,11 +41,7 @@ log = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
-_SQL_TYPES = {"int4": "integer", "int8": "bigint", "bool": "boolean"}
 DEFAULT_INDEX_MEMORY_MB = 4096  # the config's database.index_memory_mb
-VIEW_COLUMNS = ["collection", "chunk_id", "doc_id", "source_path", "source_type", "heading_path",
-                "breadcrumb", "text", "seq", "char_start", "char_end", "sheet", "row", "quality", "embedding_model",
-                "metadata"]
 
 
 
@@ -69,6 +68,7 @@ class PgStore(RunRecords, EmbeddingSpaces):
         self.reconnect_seconds = reconnect_seconds
         self._vector_ready = False
         self._locks: dict[str, int] = {}  # collection -> advisory lock key held by this session
+        self.owner_tokens: dict[str, str] = {}  # collection -> this run's owner token (locks.take_lease)
         self._depth = 0  # store calls in progress (only the outermost replays after a reconnect)
         try:
             self.conn = self._connect()
@@ -107,7 +107,7 @@ class PgStore(RunRecords, EmbeddingSpaces):
         if self._vector_ready:
             self._vector_ready = False
             self._register_vector()
-        locks.retake(self.conn, self._locks)
+        locks.retake(self.conn, self._locks, self.schema, self.owner_tokens)
         log.info("reconnected to PostgreSQL")
 
     # ---- one writer per collection ------------------------------------------------------------
@@ -124,6 +124,14 @@ class PgStore(RunRecords, EmbeddingSpaces):
         self.application_name = holder  # a reconnect presents itself the same way
         locks.wait_for_lock(self.conn, key, collection, wait_seconds)
         self._locks[collection] = key
+        self.owner_tokens[collection] = locks.take_lease(self.conn, self.schema, collection, holder)
+        # Rows an earlier run staged (jobs/store/writers.py) are only ever assembled under that run's id, so a
+        # killed run's would stay for good; under the lock no other run of the collection is staging.
+        self.conn.execute(sql.SQL("DELETE FROM {} WHERE collection = %s").format(self._t("staged_rows")), (collection,))
+
+    def owner_token(self, collection: str) -> str | None:
+        """This run's owner token of `collection` (lock_collection made it): what its writers commit under."""
+        return self.owner_tokens.get(collection)
 
     def unlock_collection(self, collection: str) -> None:
         key = self._locks.pop(collection, None)
@@ -140,7 +148,9 @@ class PgStore(RunRecords, EmbeddingSpaces):
 
     # ---- schema -------------------------------------------------------------------------------
     def migrate(self) -> list[str]:
-        """Apply jobs/store/migrations/NNN_*.sql not yet applied, each in its own transaction."""
+        """Apply jobs/store/migrations/NNN_*.sql not yet applied, all in one transaction under a transaction-level
+        advisory lock: concurrent first runs apply them once, one run after the other, and a migration that
+        fails rolls back every one of this call, so the schema is as it was before."""
         if not MIGRATIONS_DIR.is_dir():
             raise FileNotFoundError(f"SQL migrations not found at {MIGRATIONS_DIR}")
         applied_now = []
@@ -178,20 +188,7 @@ class PgStore(RunRecords, EmbeddingSpaces):
             self._vector_ready = True
 
     def _refresh_view(self) -> None:
-        """`all_chunks`: one view over every collection's active chunk table."""
-        tables = [r[0] for r in self.conn.execute(
-            sql.SQL("SELECT chunk_table FROM {} ORDER BY name").format(self._t("collections")))]
-        cols = sql.SQL(", ").join(sql.Identifier(c) for c in VIEW_COLUMNS)
-        if tables:
-            body = sql.SQL(" UNION ALL ").join(
-                sql.SQL("SELECT {} FROM {}").format(cols, self._t(t)) for t in tables)
-        else:
-            types = dict(CHUNK_COLUMNS)
-            body = sql.SQL("SELECT {} WHERE false").format(sql.SQL(", ").join(
-                sql.SQL("NULL::{} AS {}").format(sql.SQL(_SQL_TYPES.get(types[c], types[c])), sql.Identifier(c))
-                for c in VIEW_COLUMNS))
-        self.conn.execute(sql.SQL("DROP VIEW IF EXISTS {}").format(self._t("all_chunks")))
-        self.conn.execute(sql.SQL("CREATE VIEW {} AS {}").format(self._t("all_chunks"), body))
+        refresh_chunk_view(self.conn, self.schema)
 
     # ---- collections --------------------------------------------------------------------------
     @reconnecting
@@ -350,14 +347,22 @@ class PgStore(RunRecords, EmbeddingSpaces):
                   d.get("source_etag")) for d in docs])
 
     @reconnecting
-    def mark_pending_work(self, collection: str, run_id: str) -> None:
-        """mark_pending for the run's work items (jobs/store/work_items.py), in one statement: the
-        driver never reads them back."""
+    def mark_pending_work(self, collection: str, run_id: str, since: int = 0) -> None:
+        """mark_pending for the run's work items from sequence number `since` on (a round of them,
+        jobs/store/work_items.py), in one statement: the driver never reads them back."""
         self.conn.execute(sql.SQL(
             "INSERT INTO {docs} (collection, source_path, doc_id, source_type, status, run_id, source_size, source_etag) "
             "SELECT collection, source_path, item->>'doc_id', source_type, 'pending', run_id, source_size, source_etag "
-            "FROM {work} WHERE collection = %s AND run_id = %s " + _PENDING_CONFLICT).format(
-            docs=self._t("documents"), work=self._t("work_items")), (collection, run_id))
+            "FROM {work} WHERE collection = %s AND run_id = %s AND seq >= %s " + _PENDING_CONFLICT).format(
+            docs=self._t("documents"), work=self._t("work_items")), (collection, run_id, since))
+
+    @reconnecting
+    def released_documents(self, collection: str) -> list[str]:
+        """Documents marked pending because a text they only copied lost its holder (shared_text.release:
+        pending with no run), to be re-chunked so that one of them holds it."""
+        return [r[0] for r in self.conn.execute(sql.SQL(
+            "SELECT source_path FROM {} WHERE collection = %s AND status = 'pending' AND run_id IS NULL "
+            "ORDER BY source_path").format(self._t("documents")), (collection,))]
 
     @reconnecting
     def commit_document(self, coll: Collection, doc: dict, chunks: list[dict], run_id: str,
@@ -368,14 +373,18 @@ class PgStore(RunRecords, EmbeddingSpaces):
 
     @reconnecting
     def commit_documents(self, coll: Collection, docs: list[dict], chunks: pa.Table, run_id: str,
-                         share_text: bool = True, keep_listing: bool = False) -> Committed:
+                         share_text: bool = True, keep_listing: bool = False, owner: str | None = None) -> Committed:
         """commit_document for many documents in one transaction, from Arrow (the parallel writers' path,
         jobs/store/writers.py): each of `docs` gets exactly the rows of `chunks` (embedded chunks, in
-        the order of `docs`) with its doc_id, and its checkpoint row `done`. All of them or none commit."""
+        the order of `docs`) with its doc_id, and its checkpoint row `done`. All of them or none commit.
+        `owner`: the run's owner token; the commit happens only while it owns the collection (the fence,
+        jobs/store/locks.py), else OwnershipLost."""
         self._register_vector()  # a writer's store never ran migrate()
         ids = [d["doc_id"] for d in docs]
         table, registry = self._t(coll.chunk_table), self._t("shared_text")
         with self.conn.transaction():
+            if owner is not None:
+                locks.check_lease(self.conn, self.schema, coll.name, owner)
             old: dict[str, set] = defaultdict(set)
             for doc, sha in self.conn.execute(sql.SQL(
                     "DELETE FROM {} WHERE doc_id = ANY(%s) RETURNING doc_id, text_sha256").format(table), (ids,)):
@@ -411,13 +420,15 @@ class PgStore(RunRecords, EmbeddingSpaces):
 
     @reconnecting
     def record_failure(self, collection: str, doc: dict, run_id: str, stage: str, error_class: str,
-                       message: str, retryable: bool = True) -> None:
+                       message: str, retryable: bool = True, owner: str | None = None) -> None:
         """The document stays as it was (old chunks kept), flagged failed, and the error is logged. A failure
         that is not `retryable` was the content's own: the content (`doc`'s content_sha256) and pipeline it
         failed under are kept, and the plan leaves the document failed until either changes
         (jobs/sources/changes.py); a retryable one is retried by the next run."""
         settled = [None, None] if retryable else [doc.get("content_sha256"), doc.get("pipeline_fingerprint")]
         with self.conn.transaction():
+            if owner is not None:  # the fence, as for a commit
+                locks.check_lease(self.conn, self.schema, collection, owner)
             self.conn.execute(sql.SQL(
                 "INSERT INTO {} (run_id, collection, source_path, stage, error_class, message, retryable) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s)").format(self._t("errors")),

@@ -9,8 +9,9 @@ one records its copy in the `shared_text` table (migration 004) instead of a sec
 
 The table is the corpus-level count, kept in the database so that incremental runs see the same
 holders as a full one. When the document holding a text changes or leaves and no other one holds
-it, the documents that recorded a copy are marked `pending`: the next run re-chunks them and one of
-them holds it, so no text is lost from the index for longer than until that run.
+it, the documents that recorded a copy are marked `pending` (with no run): the run that let the text
+go re-chunks them before it reports success (jobs/ingest.py, its re-homing rounds), and one of them
+holds it; a run stopped before then leaves them to the next one.
 
 A within-document repeat is the chunker's business (jobs/markdown/windows.py drops repeated
 paragraphs); the same text twice in one document is kept here, as before.
@@ -83,8 +84,8 @@ def replace_copies(conn, registry: sql.Composed, collection: str, doc_ids: list[
 def release(conn, table: sql.Composed, registry: sql.Composed, documents: sql.Composed, collection: str,
             dropped: set[str]) -> list[str]:
     """Texts a document no longer holds (`dropped`: its old hashes not in its new chunks): where no other
-    document holds one now, the documents that recorded a copy of it become `pending`, so the next run
-    re-chunks them. Returns the source paths of the documents marked."""
+    document holds one now, the documents that recorded a copy of it become `pending` with no run, for
+    the running ingest's re-homing round (PgStore.released_documents). Returns their source paths."""
     if not dropped:
         return []
     hashes = sorted(dropped)
@@ -94,14 +95,14 @@ def release(conn, table: sql.Composed, registry: sql.Composed, documents: sql.Co
     if not lost:
         return []
     marked = [r[0] for r in conn.execute(sql.SQL(
-        # run_id NULL: pending for the next run, not a document this run lost.
+        # run_id NULL: released, not a document a run lost (which keeps its run's id).
         "UPDATE {docs} SET status = 'pending', run_id = NULL, updated_at = now() WHERE collection = %s "
         "AND status = 'done' "
         "AND doc_id IN (SELECT doc_id FROM {registry} WHERE collection = %s AND text_sha256 = ANY(%s)) "
         "RETURNING source_path").format(docs=documents, registry=registry), (collection, collection, lost))]
     if marked:
-        log.info("%d documents shared text only a replaced or removed document held: marked pending, so the "
-                 "next run re-chunks them", len(marked))
+        log.info("%d documents shared text only a replaced or removed document held: marked pending, to be "
+                 "re-chunked in this run", len(marked))
     return marked
 
 

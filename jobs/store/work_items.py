@@ -18,18 +18,35 @@ from jobs.store.connection import connect, connect_with_backoff
 
 
 class WorkItems:
-    """This run's work items; the connection is this object's own (`corpusmill plan` in pg_stat_activity).
-    Entering clears what an earlier run of the collection left (its driver was killed): the caller
-    holds the collection's lock, so no other run of it is going. Leaving deletes this run's rows."""
+    """This run's work items; the connection is this object's own (`corpusmill plan <run_id>` in
+    pg_stat_activity). Entering clears what earlier runs of the collection left (a killed driver), but
+    never the items of a run whose connection is still alive: holding the collection's lock does not
+    mean no other run is going (one whose driver lost the lock still reads its items until its fence
+    stops it, jobs/store/locks.py). Leaving deletes this run's rows."""
 
     def __init__(self, url: str, schema: str, collection: str, run_id: str):
         self.url, self.schema, self.collection, self.run_id = url, schema, collection, run_id
         self.conn, self.added = None, 0
+        self.since = 0  # the first item of the current round: what counts, ranges and items read
+
+    def begin_round(self) -> int:
+        """Items added from now on form a round of their own (a run's second pass: documents re-chunked
+        to hold text an updated document let go, jobs/ingest.py); returns its first sequence number."""
+        self.since = self.added
+        return self.since
 
     def __enter__(self) -> "WorkItems":
-        self.conn = connect(self.url, f"corpusmill plan {self.run_id}")
-        self.conn.execute(sql.SQL("DELETE FROM {} WHERE collection = %s").format(self._t), (self.collection,))
+        self.conn = connect(self.url, self.application_name(self.run_id))
+        self.conn.execute(sql.SQL(
+            "DELETE FROM {} w WHERE w.collection = %s AND (w.run_id = %s OR NOT EXISTS ("
+            "SELECT 1 FROM pg_stat_activity a WHERE a.application_name = left('corpusmill plan ' || w.run_id, 63)))"
+        ).format(self._t), (self.collection, self.run_id))
         return self
+
+    @staticmethod
+    def application_name(run_id: str) -> str:
+        """The connection's name, by which a later run tells a live run's items from a dead one's."""
+        return f"corpusmill plan {run_id}"[:63]
 
     def __exit__(self, *exc) -> None:
         try:
@@ -56,7 +73,8 @@ class WorkItems:
     def counts(self) -> dict[str, int]:
         """{source_type: items}"""
         return dict(self.conn.execute(sql.SQL(
-            "SELECT source_type, count(*) FROM {} WHERE run_id = %s GROUP BY 1").format(self._t), (self.run_id,)))
+            "SELECT source_type, count(*) FROM {} WHERE run_id = %s AND seq >= %s GROUP BY 1").format(self._t),
+            (self.run_id, self.since)))
 
     def planned(self, paths: list[str]) -> set[str]:
         """Which of `paths` this run already holds."""
@@ -68,15 +86,15 @@ class WorkItems:
         """Consecutive runs of `per_range` items of one source type, as rows for read_work_items."""
         rows = self.conn.execute(sql.SQL(
             "SELECT min(seq), max(seq) FROM (SELECT seq, (row_number() OVER (ORDER BY seq) - 1) / %s AS part "
-            "FROM {} WHERE run_id = %s AND source_type = %s) s GROUP BY part ORDER BY 1").format(self._t),
-            (per_range, self.run_id, source_type))
+            "FROM {} WHERE run_id = %s AND source_type = %s AND seq >= %s) s GROUP BY part ORDER BY 1").format(self._t),
+            (per_range, self.run_id, source_type, self.since))
         return [{"run_id": self.run_id, "source_type": source_type, "first": a, "last": b} for a, b in rows]
 
     def items(self, source_type: str) -> list[dict]:
         """All items of one source type, in plan order."""
         return [r[0] for r in self.conn.execute(sql.SQL(
-            "SELECT item FROM {} WHERE run_id = %s AND source_type = %s ORDER BY seq").format(self._t),
-            (self.run_id, source_type))]
+            "SELECT item FROM {} WHERE run_id = %s AND source_type = %s AND seq >= %s ORDER BY seq").format(self._t),
+            (self.run_id, source_type, self.since))]
 
 
 def read_work_items(rows: list[dict], *, url: str, schema: str, reconnect_seconds: float = 0) -> list[dict]:

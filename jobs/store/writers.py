@@ -21,7 +21,8 @@ Guarantee, step by step as Ray's own sinks state theirs:
   way; a document still missing rows is recorded failed (`IncompleteDocument`) and keeps its old
   chunks. The writers' counts are summed into `stats`. Index builds, gates and the documents the
   pipeline never returned (still `pending`) are the caller's, after this.
-- `on_write_failed`: staged rows stay; the documents they belong to are not done, so a rerun
+- `on_write_failed`: staged rows stay (the collection's next run clears them when it takes the lock,
+  PgStore.lock_collection); the documents they belong to are not done, so a rerun
   processes them again and replaces whatever a task committed before the failure.
 A task Ray retries commits its whole documents again: each replaces rather than duplicates (chunk_id
 is the primary key, and a document's old rows go in the transaction that adds its new ones). Text
@@ -47,10 +48,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from psycopg import sql
 
-from jobs.errors import UserError
+from jobs.errors import DataFault, InternalError, UserError, bug_report
 from jobs.store.connection import connect_with_backoff, reconnecting
+from jobs.store.locks import OwnershipLost
 from jobs.store.parquet import PartWriter
 from jobs.store.pgvector import Collection, PgStore
+from jobs.store.progress_line import ProgressLine
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +64,9 @@ DOC_COLUMNS = ("doc_id", "source_path", "source_type", "content_sha256", "pipeli
 
 
 # What one document's rows can provoke: a value PostgreSQL rejects (NaN in a vector, an out-of-range
-# number), a constraint, a row over a size limit, or our own check of a chunk (no embedding).
-DOCUMENT_FAULTS = (psycopg.DataError, psycopg.IntegrityError, psycopg.errors.ProgramLimitExceeded, ValueError)
+# number), a constraint, a row over a size limit, or our own check of a chunk (arrow_copy.UnloadableChunk).
+# Not a plain ValueError: pyarrow's ArrowInvalid is one, and from the COPY path it is a bug (exit 4).
+DOCUMENT_FAULTS = (psycopg.DataError, psycopg.IntegrityError, psycopg.errors.ProgramLimitExceeded, DataFault)
 
 # Failures (by error class) that say nothing about the document's content: a worker or a block lost, a
 # read the network or the store cut short, the file changed while it was read, memory. The next run
@@ -273,7 +277,8 @@ class WriterStore(PgStore):
 class DocumentWriter:
     """Commit documents from write tasks (module docstring: the guarantee). `label` names the
     job in `pg_stat_activity` (`corpusmill ingest <run>`); a transaction commits once `batch_rows` rows
-    of whole documents wait, or the oldest has waited `batch_seconds`, or the task's input ends; `parts`:
+    or `batch_documents` whole documents wait (None: no limit), or the oldest has waited `batch_seconds`,
+    or the task's input ends, and holds at most `batch_documents` documents; `parts`:
     where the tasks write the run's Parquet (None: no Parquet, as a reload writes none);
     `keep_listing`: documents keep the listing their pending row holds (an ingest's plan)."""
 
@@ -281,11 +286,14 @@ class DocumentWriter:
 
     def __init__(self, url: str, schema: str, coll: Collection, run_id: str, *, label: str,
                  share_text: bool = True, batch_rows: int = 2000, batch_seconds: float = 5.0,
-                 reconnect_seconds: float = 60.0, parts: PartWriter | None = None, keep_listing: bool = False):
+                 reconnect_seconds: float = 60.0, parts: PartWriter | None = None, keep_listing: bool = False,
+                 batch_documents: int | None = None,
+                 owner: str | None = None):
         self.url, self.schema, self.coll, self.run_id, self.label = url, schema, coll, run_id, label
         self.share_text, self.batch_rows, self.reconnect_seconds = share_text, batch_rows, reconnect_seconds
-        self.batch_seconds = batch_seconds
+        self.batch_seconds, self.batch_documents = batch_seconds, batch_documents
         self.parts, self.keep_listing = parts, keep_listing
+        self.owner = owner  # the run's owner token: every commit checks it (jobs/store/locks.py, the fence)
         self.stats = SinkStats()
 
     # ---- on the workers ---------------------------------------------------------------------------
@@ -295,32 +303,50 @@ class DocumentWriter:
         stats.nodes.add(ray.get_runtime_context().get_node_id()[:12] if ray and ray.is_initialized() else "driver")
         try:
             self._write(blocks, task, stats)
+        except OwnershipLost as exc:  # fenced: another run owns the collection, nothing of this one is wrong
+            log.warning("%s writer %d stopped: %s", self.label, task, exc)
+            stats.fatal.append({"error_class": type(exc).__name__, "message": str(exc), "database": False,
+                                "fenced": True})
         except Exception as exc:  # returned, not raised: Ray Data would drop the block and its counts
             log.exception("%s writer %d stopped", self.label, task)
             stats.fatal.append({"error_class": type(exc).__name__, "message": str(exc).strip() or repr(exc),
-                                "database": isinstance(exc, (psycopg.Error, ConnectionError))})
+                                "database": isinstance(exc, (psycopg.Error, ConnectionError)),
+                                "bug": bug_report(exc)})
         return stats
 
     def _write(self, blocks: Iterable[pa.Table], task: int, stats: SinkStats) -> None:
         with WriterStore(self.url, self.schema, application_name=f"{self.label} writer {task}",
                          reconnect_seconds=self.reconnect_seconds) as store:
-            gathered, ready, ready_rows, oldest = _Documents(self.position), [], 0, None
+            gathered, ready, ready_rows, ready_docs, oldest = _Documents(self.position), [], 0, 0, None
             for block in blocks:
                 block = pa.table(block) if not isinstance(block, pa.Table) else block
                 for doc in gathered.add(block):
                     ready.append(doc)
                     ready_rows += doc.num_rows
+                    ready_docs += pc.count_distinct(doc.column("doc_id")).as_py()
                     oldest = oldest or time.monotonic()
-                if ready and (ready_rows >= self.batch_rows or time.monotonic() - oldest >= self.batch_seconds):
-                    self._commit(store, pa.concat_tables(ready), stats, task)
-                    ready, ready_rows, oldest = [], 0, None
+                full = ready_rows >= self.batch_rows or ready_docs >= (self.batch_documents or float("inf"))
+                if ready and (full or time.monotonic() - oldest >= self.batch_seconds):
+                    self._commit_ready(store, ready, stats, task)
+                    ready, ready_rows, ready_docs, oldest = [], 0, 0, None
             if ready:
-                self._commit(store, pa.concat_tables(ready), stats, task)
+                self._commit_ready(store, ready, stats, task)
             partial = gathered.partial()
             if partial:
                 store.stage(self.run_id, self.coll.name, partial)
                 stats.staged += len(partial)
             stats.duplicate_rows += gathered.repeats
+
+    def _commit_ready(self, store: PgStore, ready: list[pa.Table], stats: SinkStats, task: int) -> None:
+        """The waiting documents, at most `batch_documents` to a transaction: a block of many small
+        documents arrives whole, and one transaction for all of it would move the progress in one jump."""
+        table = pa.concat_tables(ready)
+        docs = _split_documents(table) if self.batch_documents else []
+        if len(docs) <= (self.batch_documents or 0) or not self.batch_documents:
+            self._commit(store, table, stats, task)
+            return
+        for i in range(0, len(docs), self.batch_documents):
+            self._commit(store, pa.concat_tables([rows for _, rows in docs[i:i + self.batch_documents]]), stats, task)
 
     def _commit(self, store: PgStore, table: pa.Table, stats: SinkStats, task: int) -> None:
         """Whole documents (contiguous rows): error documents recorded; the rest into a Parquet part, then
@@ -333,6 +359,8 @@ class DocumentWriter:
                 errors = rows.filter(pc.equal(rows.column("row_kind"), "error"))
                 if errors.num_rows:
                     e = errors.slice(0, 1).to_pylist()[0]
+                    if e["error_class"] == InternalError.__name__:  # a stage's bug, carried here (jobs/adapter.py)
+                        raise InternalError(e["error_message"])
                     self._fail(store, head, e["error_stage"], e["error_class"], e["error_message"], stats)
                 else:
                     good.append(rows)
@@ -359,7 +387,7 @@ class DocumentWriter:
         for attempt in range(DEADLOCK_RETRIES + 1):
             try:
                 committed = store.commit_documents(self.coll, heads, embedded, self.run_id, self.share_text,
-                                                   keep_listing=self.keep_listing)
+                                                   keep_listing=self.keep_listing, owner=self.owner)
                 break
             except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
                 # Two writers releasing texts each other's documents copy can meet in opposite orders: the
@@ -378,7 +406,7 @@ class DocumentWriter:
 
     def _fail(self, store: PgStore, head: dict, stage: str, cls: str, message: str, stats: SinkStats) -> None:
         store.record_failure(self.coll.name, head, self.run_id, stage, cls, message,
-                             retryable=cls in TRANSIENT_FAULTS)
+                             retryable=cls in TRANSIENT_FAULTS, owner=self.owner)
         stats.docs_failed += 1
         stats.failures.append({"source_path": head["source_path"], "stage": stage, "error_class": cls,
                                "message": message})
@@ -395,6 +423,12 @@ class DocumentWriter:
         """After every task's `write`: their counts summed, then the staged documents assembled."""
         for s in returns:
             self.stats.add(s)
+        fenced = [f for f in self.stats.fatal if f.get("fenced")]
+        if fenced:
+            raise OwnershipLost(fenced[0]["message"])
+        bugs = [f["bug"] for f in self.stats.fatal if f.get("bug")]
+        if bugs:  # not the user's to fix (exit 4): committed documents are kept, the rest stay pending
+            raise InternalError(f"{len(self.stats.fatal)} write task(s) stopped on a bug; the first: {bugs[0]}")
         if self.stats.fatal:
             first = self.stats.fatal[0]
             raise WriterFailed(f"{len(self.stats.fatal)} write task(s) stopped; the first: {first['error_class']}: "
@@ -447,31 +481,35 @@ def _from_ipc(data: bytes) -> pa.Table:
 
 
 class Progress:
-    """While a run writes: its documents committed and failed, and chunks/s, logged every `every`
-    seconds, read from the documents table on a connection of its own (the driver sees no rows)."""
+    """While a run writes: its documents committed and failed, chunks, vectors/s and the time left, read
+    from the documents table on a connection of its own (the driver sees no rows) and shown by a
+    ProgressLine: one line redrawn every second on a terminal (`live`; default: whether stderr is one),
+    else a log line every `every` seconds when the counts moved. Where the writes ended is logged last."""
 
-    def __init__(self, url: str, schema: str, collection: str, run_id: str, total: int, every: float = 5.0):
+    def __init__(self, url: str, schema: str, collection: str, run_id: str, total: int, every: float = 10.0,
+                 live: bool | None = None):
         self.url, self.schema, self.collection, self.run_id = url, schema, collection, run_id
         self.total, self.every = total, every
+        self.line = ProgressLine(total, every, live)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="write-progress", daemon=True)
 
     def __enter__(self) -> "Progress":
+        self.line.__enter__()
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
+        self.line.__exit__(*exc)
 
     def _run(self) -> None:
-        started = time.monotonic()
         try:
             with psycopg.connect(self.url, autocommit=True, application_name=f"corpusmill progress {self.run_id}"[:63]) as conn:
-                while not self._stop.wait(self.every):
-                    done, failed, vectors = self.sample(conn)
-                    log.info("committed %d/%d documents (%d failed), %d vectors, %.0f vectors/s", done + failed,
-                             self.total, failed, vectors, vectors / max(time.monotonic() - started, 1e-6))
+                while not self._stop.wait(self.line.tick):
+                    self.line.update(*self.sample(conn))
+                self.line.finish(*self.sample(conn))
         except Exception:  # progress is a courtesy: never fail a run over it
             log.debug("no write progress", exc_info=True)
 

@@ -143,8 +143,8 @@ def write_report(run_dir: Path, sample_size: int = 20, seed: int = 0) -> dict[st
     qa_dir.mkdir(parents=True, exist_ok=True)
     run_info = _read_json(run_dir / "run.json")
     metrics = _read_json(qa_dir / "metrics.json")
-    chunks = _scan(run_dir / "chunks", sample_size, seed)
     failures = _read_failures(run_dir / "errors.parquet", metrics)
+    chunks = _scan(run_dir / "chunks", sample_size, seed, {f["source_path"] for f in failures})
 
     breakdown = build_breakdown(chunks)
     sample = chunks.sample()
@@ -183,14 +183,27 @@ def _read_json(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _scan(chunks_dir: Path, sample_size: int, seed: int) -> _Scan:
+def _scan(chunks_dir: Path, sample_size: int, seed: int, failed: set[str]) -> _Scan:
+    """The chunks the database holds from this run, as `load` would commit them again: a document's rows
+    from the last part that holds it (a resumed run or a retried task writes a document again), each
+    chunk once (its last row), and none of a document the run recorded `failed` (its part was written
+    before the database refused it)."""
     # Named parts only: a run killed mid-write can leave a `.parquet.tmp` that a whole-directory read would pick up.
     parts = sorted(chunks_dir.glob("part-*.parquet")) if chunks_dir.is_dir() else []
+    last: dict[str | None, int] = {}  # source_path -> the last part holding the document
+    for i, p in enumerate(parts):
+        last.update((path, i) for path in pq.read_table(p, columns=["source_path"]).column(0).unique().to_pylist())
     scan = _Scan(sample_size, seed)
-    for p in parts:
+    for i, p in enumerate(parts):
+        ids = pq.read_table(p, columns=["source_path", "chunk_id"])
+        rows = {(path, chunk): j for j, (path, chunk) in enumerate(zip(ids.column(0).to_pylist(), ids.column(1).to_pylist()))
+                if last[path] == i and path not in failed}
+        keep, start = set(rows.values()), 0
         for batch in pq.ParquetFile(p).iter_batches(batch_size=_BATCH_ROWS, columns=_COLUMNS):
-            for r in batch.to_pylist():
-                scan.add(r)
+            for j, r in enumerate(batch.to_pylist(), start):
+                if j in keep:
+                    scan.add(r)
+            start += batch.num_rows
     return scan
 
 
@@ -240,7 +253,8 @@ def build_breakdown(chunks: _Scan) -> dict:
     order = [q for q in QUALITY_ORDER if q in quality] + sorted(set(quality) - set(QUALITY_ORDER))
     totals = chunks.totals.summary()
     return {
-        "scope": "All chunks in the run's Parquet, omitted ones included",
+        "scope": ("The chunks the run committed, omitted ones included: each once, in its document's latest "
+                  "version, none of a document recorded failed"),
         "totals": {"chunks": totals["chunks"], "embedded": totals["embedded"], "omitted": totals["omitted"],
                    "files": len(chunks.per_file), "flagged": len(chunks.flagged),
                    **length_summary(chunks.totals.tokens, chunks.totals.words)},

@@ -99,3 +99,22 @@ def test_known_texts_reuse_their_vectors_and_a_repeated_text_is_encoded_once(sto
     assert json.loads(out[0]["doc_stats"]) == {"vectors_reused": 1}  # a's known text
     assert json.loads(out[2]["doc_stats"]) == {"vectors_reused": 1}  # b's repeat of a's new text
     assert out[1].get("doc_stats") is None
+
+
+def test_an_encoder_fault_fails_its_documents_and_a_bug_raises(embedder, monkeypatch):
+    rows = [{"doc_id": "a", "row_kind": "chunk", "omitted": False, "embed_text": "one"},
+            {"doc_id": "b", "row_kind": "chunk", "omitted": False, "embed_text": "two"}]
+
+    def out_of_memory(texts):
+        raise RuntimeError("CUDA out of memory")  # the machine's fault on this batch: its documents fail, retried
+
+    monkeypatch.setattr(embedder, "encode", out_of_memory)
+    assert [(r["row_kind"], r["error_class"]) for r in embedder([dict(r) for r in rows])] == [
+        ("error", "RuntimeError"), ("error", "RuntimeError")]
+
+    def buggy(texts):
+        return texts.shape  # AttributeError: a bug, which stops the run instead of failing the documents
+
+    monkeypatch.setattr(embedder, "encode", buggy)
+    with pytest.raises(AttributeError):
+        embedder([dict(r) for r in rows])

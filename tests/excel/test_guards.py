@@ -35,7 +35,7 @@ def test_legacy_xls_is_refused_with_a_conversion_hint(plain):
     rows = excel_to_chunks([work(UNSTRUCTURED / "tests-example.xls"), work(BOOK)], excel=plain,
                            quality=QualityConfig(), embedding_model=MODEL)
     (err,) = [r for r in rows if r.get("error_stage")]
-    assert err["error_class"] == "ValueError" and "legacy .xls" in err["error_message"]
+    assert err["error_class"] == "FileRefused" and "legacy .xls" in err["error_message"]
     assert "libreoffice --headless --convert-to xlsx FILE" in err["error_message"]
     assert "re-save it as .xlsx in Excel" in err["error_message"]
 
@@ -52,7 +52,7 @@ def _rezip(src, dst, replace: dict[str, bytes] = None, add: dict[str, bytes] = N
 def _refused(tmp_path, bad, excel, match):
     rows = excel_to_chunks([work(bad), work(BOOK)], excel=excel, quality=QualityConfig(), embedding_model=MODEL)
     (err,) = [r for r in rows if r.get("error_stage")]
-    assert err["source_path"] == bad.name and err["error_class"] == "ValueError"
+    assert err["source_path"] == bad.name and err["error_class"] == "FileRefused"
     assert match in err["error_message"], err["error_message"]
     assert sum(r["row_kind"] == "chunk" for r in rows) == 6  # stanley-cups.xlsx, in the same call, still lands
     return err["error_message"]

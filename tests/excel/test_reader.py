@@ -42,7 +42,7 @@ def test_workbook_openpyxl_cannot_parse_becomes_one_error_row(plain):
     rows = excel_to_chunks([work(READXL / "los-angeles-arrests-xlsx.xlsx"), work(BOOK)], excel=plain,
                            quality=QualityConfig(), embedding_model=MODEL)
     (err,) = [r for r in rows if r.get("error_stage")]
-    assert err["source_path"] == "los-angeles-arrests-xlsx.xlsx" and err["error_class"] == "ValueError"
+    assert err["source_path"] == "los-angeles-arrests-xlsx.xlsx" and err["error_class"] == "UnreadableFile"
     assert err["error_message"].startswith("openpyxl could not read the workbook: IndexError")
     assert "re-save it in Excel" in err["error_message"]
     assert any(r["source_path"] == "stanley-cups.xlsx" and r["row_kind"] == "chunk" for r in rows)

@@ -52,12 +52,13 @@ def test_units_keep_offsets_and_whole_code_blocks(splitter):
     assert ("- second item", "list") in pieces
 
 
-def test_error_rows_pass_through_and_bad_rows_fail_alone(splitter):
+def test_error_rows_pass_through_and_a_row_the_parse_stage_got_wrong_is_a_bug_that_raises(splitter):
     err = {"error_stage": "parse_markdown", "error_class": "X", "error_message": "m"}
-    bad = {"text": "x", "sections_json": "not json"}
-    out = splitter([err, bad])
-    assert out[0] is err
-    assert out[1]["error_stage"] == "sentences"
+    (out,) = splitter([err])
+    assert out is err
+    # Sections the parse stage wrote are ours: unreadable, they are a bug (exit 4), not the file's fault.
+    with pytest.raises(json.JSONDecodeError):
+        splitter([err, {"text": "x", "sections_json": "not json"}])
 
 
 def _sentences(splitter, paragraph: str) -> list[str]:
@@ -165,12 +166,25 @@ def test_one_pipe_call_splits_every_document_of_a_batch_as_alone(splitter, monke
     assert [r["units_json"] for r in together] == alone
 
 
-def test_a_document_that_breaks_the_shared_batch_fails_alone(splitter):
+def test_a_document_that_breaks_the_shared_batch_fails_alone_and_a_bug_raises(splitter, monkeypatch):
     good = _row("# Fine\n\nThis one splits. Into two sentences.\n")
-    broken = dict(_row("# Broken\n\nIts text goes missing before spaCy sees it.\n"), text=None)
+    broken = _row("# Broken\n\nThe pipeline gives up on this text.\n")
+    alone = splitter([good])[0]["units_json"]
+    pipe = splitter.nlp.pipe
+
+    def fussy(texts, **kwargs):  # a library that fails on one text: that document's fault, not ours
+        texts = list(texts)
+        if any("gives up" in t for t in texts):
+            raise RuntimeError("the pipeline gave up")
+        return pipe(texts, **kwargs)
+
+    monkeypatch.setattr(splitter.nlp, "pipe", fussy)
     out = splitter([good, broken, good])
-    assert out[1]["error_stage"] == "sentences" and out[1]["error_class"] == "TypeError"
-    assert out[0]["units_json"] == out[2]["units_json"] == splitter([good])[0]["units_json"]
+    assert out[1]["error_stage"] == "sentences" and out[1]["error_class"] == "RuntimeError"
+    assert out[0]["units_json"] == out[2]["units_json"] == alone
+    # A row whose text went missing is a bug upstream: it stops the batch, it does not fail the document.
+    with pytest.raises(TypeError):
+        splitter([good, dict(broken, text=None), good])
 
 
 # --- text over spaCy's limits: cut at safe points, offsets kept ----------------------------------

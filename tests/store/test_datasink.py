@@ -89,6 +89,17 @@ def test_a_rejected_document_fails_alone_and_its_transaction_neighbours_land(sto
     assert store.stored_documents("ds_reject")["bad.md"].failed_on("sha1", "fp")
 
 
+def test_a_block_of_many_documents_commits_in_groups_of_batch_documents(store, pg_url):
+    names = ["a", "b", "c", "d", "e"]
+    block = _table([r for d in names for r in _rows(d, 2, "ds_groups")])  # five whole documents in one block
+    coll, sink = _sink(store, pg_url, "ds_groups", batch_documents=2)
+    stats = sink.write([block], _task(0))
+    assert (stats.transactions, stats.docs_done) == (3, 5)  # 2 + 2 + 1
+    assert sorted({r[0] for r in _stored(store, coll)}) == names
+    _, unlimited = _sink(store, pg_url, "ds_groups_whole")  # a reload's writers: rows and time only
+    assert unlimited.write([block], _task(0)).transactions == 1
+
+
 def test_writers_on_ray_store_shared_text_once_and_split_documents_whole(store, pg_url, ray_address, monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", ray_address)
     import ray
@@ -149,3 +160,45 @@ def test_a_task_that_cannot_write_its_part_stops_the_run_instead_of_losing_docum
     with pytest.raises(WriterFailed, match="1 write task\\(s\\) stopped; the first: NotADirectoryError"):
         sink.on_write_complete(_done(stats))
     assert store.conn.execute(f"SELECT count(*) FROM corpusmill.{coll.chunk_table}").fetchone()[0] == 0
+
+
+def test_a_bug_on_the_commit_path_stops_the_run_with_exit_4_and_fails_no_document(store, pg_url, monkeypatch):
+    """ArrowInvalid is a ValueError; from the COPY path it is our bug, not each document's `load` failure."""
+    import pytest
+
+    from jobs.errors import InternalError
+    from jobs.store import arrow_copy
+
+    coll, sink = _sink(store, pg_url, "ds_bug")
+    store.mark_pending("ds_bug", "w1", [doc_row(d) for d in ("a", "b")])
+
+    def broken_copy(*args, **kwargs):
+        raise pa.ArrowInvalid("column type mismatch")
+
+    monkeypatch.setattr(arrow_copy, "copy_table", broken_copy)
+    stats = sink.write([_table(_rows("a", 2, "ds_bug") + _rows("b", 1, "ds_bug"))], _task(0))
+    assert stats.docs_failed == 0 and stats.fatal[0]["bug"].startswith("ArrowInvalid: column type mismatch (at ")
+    with pytest.raises(InternalError, match="1 write task\\(s\\) stopped on a bug; the first: ArrowInvalid"):
+        sink.on_write_complete(_done(stats))
+    assert store.status("ds_bug")["documents"] == {"done": 0, "failed": 0, "pending": 2}
+
+
+def test_a_stage_bug_carried_in_rows_stops_the_run_and_a_chunk_without_a_vector_fails_its_document(store, pg_url):
+    import pytest
+
+    from jobs.errors import InternalError
+
+    coll, sink = _sink(store, pg_url, "ds_stage_bug")
+    store.mark_pending("ds_stage_bug", "w1", [doc_row(d) for d in ("a", "b", "c")])
+    c = _rows("c", 1, "ds_stage_bug")
+    c[0]["embedding"] = None  # arrow_copy.UnloadableChunk: that document's fault, at `load`
+    first = sink.write([_table(_rows("a", 1, "ds_stage_bug") + c)], _task(0))
+    assert [(f["source_path"], f["stage"], f["error_class"]) for f in first.failures] == [("c.md", "load",
+                                                                                          "UnloadableChunk")]
+    bug = {"row_kind": "error", "doc_rows": 1, "error_stage": "chunk", "error_class": "InternalError",
+           "error_message": "stage chunk: TypeError: boom (at windows.py:7)", "embedding": None}
+    second = sink.write([_table([_rows("b", 1, "ds_stage_bug")[0] | bug])], _task(1))
+    assert second.docs_failed == 0 and second.fatal[0]["bug"] == "stage chunk: TypeError: boom (at windows.py:7)"
+    with pytest.raises(InternalError, match="stage chunk: TypeError: boom \\(at windows.py:7\\)"):
+        sink.on_write_complete(_done(first, second))
+    assert store.status("ds_stage_bug")["documents"] == {"done": 1, "failed": 1, "pending": 1}

@@ -151,14 +151,35 @@ def test_sample_is_seeded_and_embedded_only(run_dir, tmp_path):
     everything = [json.loads(x) for x in write_report(run_dir, sample_size=100)["sample.jsonl"].read_text().splitlines()]
     assert len(everything) == 8 and len({s["chunk_id"] for s in everything}) == 8
 
-    # The same chunks written into parts in another order give the same sample.
+    # The same chunks written into parts in another order give the same sample (a part holds whole documents).
     rows = make_rows()
     other = make_run(tmp_path / "shuffled", None)
     (other / "chunks").mkdir()
-    pq.write_table(pa.Table.from_pylist(rows[5:], schema=contract_schema(4)), other / "chunks" / "part-00000.parquet")
-    pq.write_table(pa.Table.from_pylist(rows[:5][::-1], schema=contract_schema(4)), other / "chunks" / "part-00001.parquet")
+    pq.write_table(pa.Table.from_pylist(rows[6:], schema=contract_schema(4)), other / "chunks" / "part-00000.parquet")
+    pq.write_table(pa.Table.from_pylist(rows[:6][::-1], schema=contract_schema(4)), other / "chunks" / "part-00001.parquet")
     again = write_report(other, sample_size=4, seed=3)["sample.jsonl"].read_text().splitlines()
     assert [json.loads(x) for x in again] == first
+
+
+def test_counts_what_the_database_committed_each_chunk_once_in_its_latest_version(run_dir):
+    # A resumed run (or a retried task) wrote guide.md again in a later part, now two chunks, c001 twice; and
+    # a part holds the rows of the document the database then refused (errors.parquet names it).
+    again = [chunk(1, "docs/guide.md", "markdown", "Install it with pip.", 5, 4, ["p"]),
+             chunk(1, "docs/guide.md", "markdown", "Install it with uv, then configure the database.", 9, 8, ["p"]),
+             chunk(3, "docs/guide.md", "markdown", "- step one\n- step two", 8, 6, ["list"])]
+    refused = [chunk(11, FAILED_PATH, "excel", "Budget | 2024", 3, 3, ["row"], quality="fragment")]
+    pq.write_table(pa.Table.from_pylist(again + refused, schema=contract_schema(4)),
+                   run_dir / "chunks" / "part-00001-0000-0a1b2c3d.parquet")
+    written = write_report(run_dir, sample_size=100)
+    b = json.loads(written["breakdown.json"].read_text())
+    # guide.md's 4 chunks are its 2 now; faq.md 2, sheet.xlsx 3 (one omitted), notes.md 1.
+    assert {k: b["totals"][k] for k in ("chunks", "embedded", "omitted", "files", "flagged")} == {
+        "chunks": 8, "embedded": 7, "omitted": 1, "files": 4, "flagged": 3}
+    sample = [json.loads(x) for x in written["sample.jsonl"].read_text().splitlines()]
+    assert sorted(s["chunk_id"] for s in sample) == ["c001", "c003", "c005", "c006", "c007", "c008", "c010"]
+    assert next(s["text"] for s in sample if s["chunk_id"] == "c001").startswith("Install it with uv")
+    flagged = json.loads(written["flagged.json"].read_text())
+    assert sorted(f["chunk_id"] for f in flagged) == ["c005", "c006", "c009"]
 
 
 def test_html_is_self_contained_and_escaped(run_dir):

@@ -1,0 +1,126 @@
+"""jobs/store/locks.py, the fence: a run whose driver lost the collection's lock commits nothing once
+another run took it, a commit in flight finishes before the new owner's token is written, and the
+driver's watch stops the run. Two real connections (two runs) on the embedded PostgreSQL."""
+
+import threading
+import time
+
+import psycopg
+import pytest
+
+from jobs.store import locks
+from jobs.store.pgvector import PgStore
+from jobs.store.work_items import WorkItems
+from tests.factories import chunk_row, doc_row, unit_vector
+
+DIM = 4
+
+
+def _backend_pid(store: PgStore) -> int:
+    return store.conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+
+
+def _terminate(pg_url: str, pid: int) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+
+def _commit(store: PgStore, coll, name: str, owner: str | None, text: str = "x"):
+    doc = doc_row(name)
+    store.mark_pending(coll.name, "r", [doc])
+    return store.commit_documents(coll, [doc], _table(coll, name, text), "r", owner=owner)
+
+
+def _table(coll, name, text):
+    from jobs.store.arrow_copy import rows_table
+
+    return rows_table([chunk_row(name, 0, text, unit_vector(0, DIM), coll.name)])
+
+
+def _status(pg_url, collection, doc_id):
+    with psycopg.connect(pg_url) as conn:
+        row = conn.execute("SELECT status FROM corpusmill.documents WHERE collection = %s AND doc_id = %s",
+                           (collection, doc_id)).fetchone()
+    return row[0] if row else None
+
+
+def test_a_writer_of_a_run_that_lost_the_collection_commits_nothing(pg_url):
+    with PgStore(pg_url) as first, PgStore(pg_url) as writer:
+        first.migrate()
+        first.lock_collection("fence1", "corpusmill ingest first")
+        coll = first.ensure_collection("fence1", "m", DIM)
+        token = first.owner_token("fence1")
+        _commit(writer, coll, "before", token)  # the writer commits while its run owns the collection
+        _terminate(pg_url, _backend_pid(first))  # the first run's driver session is cut: its lock is gone
+        with PgStore(pg_url) as second:
+            second.lock_collection("fence1", "corpusmill ingest second")
+            assert second.owner_token("fence1") != token
+            with pytest.raises(locks.OwnershipLost, match="corpusmill ingest second took collection 'fence1'"):
+                _commit(writer, coll, "after", token)
+            assert _status(pg_url, "fence1", "after") == "pending"  # marked, never committed
+            assert _status(pg_url, "fence1", "before") == "done"
+            with pytest.raises(locks.OwnershipLost):
+                writer.record_failure("fence1", doc_row("after"), "r", "load", "X", "y", owner=token)
+            _commit(writer, coll, "theirs", second.owner_token("fence1"))  # the new owner's writers commit
+            # The first driver reconnects: its lock is held, so it stops rather than write on.
+            with pytest.raises(locks.CollectionBusy):
+                first.reconnect()
+
+
+def test_a_new_owner_waits_for_a_commit_in_flight_and_a_reconnect_after_it_left_is_refused(pg_url):
+    with PgStore(pg_url) as first, PgStore(pg_url) as writer, PgStore(pg_url) as second:
+        first.migrate()
+        first.lock_collection("fence2", "corpusmill ingest first")
+        token = first.owner_token("fence2")
+        with writer.conn.transaction():  # a commit of the first run, mid-way
+            locks.check_lease(writer.conn, writer.schema, "fence2", token)
+            _terminate(pg_url, _backend_pid(first))
+            took = threading.Thread(target=second.lock_collection, args=("fence2", "corpusmill ingest second"))
+            took.start()
+            second_pid = None
+            deadline = time.monotonic() + 60
+            with psycopg.connect(pg_url, autocommit=True) as watch:
+                while second_pid is None and time.monotonic() < deadline:
+                    row = watch.execute("SELECT pid FROM pg_stat_activity WHERE application_name = "
+                                        "'corpusmill ingest second' AND wait_event_type = 'Lock'").fetchone()
+                    second_pid = row[0] if row else None
+                    time.sleep(0.05)
+            assert second_pid, "the new owner did not wait for the commit in flight"
+        took.join(timeout=60)
+        assert second.owner_token("fence2") not in (None, token)
+        second.unlock_collection("fence2")  # the second run ends: the lock is free, the token stays its
+        with pytest.raises(locks.OwnershipLost):
+            first.reconnect()  # the lock is free, but the collection was taken meanwhile
+
+
+def test_the_watch_interrupts_the_driver_once_another_run_owns_the_collection(pg_url):
+    with PgStore(pg_url) as first, PgStore(pg_url) as second:
+        first.migrate()
+        first.lock_collection("fence3", "corpusmill ingest first")
+        watch = locks.LeaseWatch(pg_url, first.schema, "fence3", first.owner_token("fence3"), every=0.05)
+        with pytest.raises(KeyboardInterrupt), watch:
+            first.unlock_collection("fence3")
+            second.lock_collection("fence3", "corpusmill ingest second")
+            for _ in range(1200):  # the interrupt arrives between two of these
+                time.sleep(0.05)
+        assert "corpusmill ingest second took collection 'fence3'" in watch.lost
+
+
+def test_a_new_run_keeps_the_work_items_of_a_live_run_and_clears_a_dead_ones(pg_url):
+    with PgStore(pg_url) as store:
+        store.migrate()
+    item = {"source_type": "markdown", "source_path": "a.md"}
+    live = WorkItems(pg_url, "corpusmill", "items", "run-live").__enter__()
+    dead = WorkItems(pg_url, "corpusmill", "items", "run-dead").__enter__()
+    try:
+        live.add([item], [(1, None)])
+        dead.add([item], [(1, None)])
+        dead.conn.close()  # its driver died: its rows stay behind
+        with WorkItems(pg_url, "corpusmill", "items", "run-new") as new:
+            with psycopg.connect(pg_url) as conn:
+                left = {r[0] for r in conn.execute(
+                    "SELECT run_id FROM corpusmill.work_items WHERE collection = 'items'")}
+            assert left == {"run-live"}
+            assert new.counts() == {}
+    finally:
+        live.__exit__(None, None, None)
