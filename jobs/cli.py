@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 import traceback
+from datetime import UTC
 from pathlib import Path
 
 from jobs.errors import NotFoundError, UserError
@@ -84,7 +85,7 @@ def _add_db_args(p: argparse.ArgumentParser, config_help: str | None = None) -> 
                    "else the embedded server)")
 
 
-def _load(args) -> "JobConfig":  # noqa: F821
+def _load(args) -> JobConfig:  # noqa: F821
     from jobs.config import apply_overrides, load_config
 
     cfg = load_config(_config_path(args))
@@ -344,7 +345,7 @@ def cmd_stats(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from jobs.home import home
     from jobs.search import Searcher
@@ -354,7 +355,7 @@ def cmd_eval(args) -> int:
     cfg, store = _store(args)
     names = args.compare or [args.collection or cfg.collection]
     reports = {}
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     with store:
         for name in names:
             searcher = Searcher(store, name, ef_search=cfg.database.ef_search, mode=args.mode or cfg.database.search_mode,

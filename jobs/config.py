@@ -191,7 +191,7 @@ class ChunkingConfig(_Strict):
     naive_overlap_tokens: int = Field(40, ge=0, description="strategy naive: tokens a window repeats")
 
     @model_validator(mode="after")
-    def _overlap_below_window(self) -> "ChunkingConfig":
+    def _overlap_below_window(self) -> ChunkingConfig:
         if self.overlap_sentences >= self.window_sentences:
             raise ValueError(
                 f"chunking.overlap_sentences ({self.overlap_sentences}) must be smaller than "
@@ -454,7 +454,7 @@ class JobConfig(_Strict):
                                 description="a run that breaks one exits non-zero, naming the gate and by how much")
 
     @model_validator(mode="after")
-    def _auto_pool_only_for_embedding(self) -> "JobConfig":
+    def _auto_pool_only_for_embedding(self) -> JobConfig:
         # Only the embedding pool has a rule for `auto`; the other stages share the cluster with it.
         for name, res in [("sentences.resources", self.sentences.resources), ("ray.parse", self.ray.parse),
                           ("ray.chunk", self.ray.chunk), ("ray.excel", self.ray.excel)]:

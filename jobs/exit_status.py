@@ -8,8 +8,8 @@ import platform
 import shlex
 import sys
 import traceback
-from datetime import datetime, timezone
-from typing import Callable
+from collections.abc import Callable
+from datetime import UTC, datetime
 
 from jobs import PIPELINE_VERSION, __version__
 from jobs.errors import InternalError, UserError, where
@@ -66,7 +66,7 @@ def internal_error(command: str, verbose: bool, argv: list[str] | None, exc: Exc
     traceback saved to a timestamped file under $CORPUSMILL_HOME/logs/ (and printed with -v, or when the
     file cannot be written). An InternalError names its own: it carries a bug raised elsewhere (a worker)."""
     tb = "".join(traceback.format_exception(exc))
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
     typed = shlex.join(["corpusmill", *_redacted(list(sys.argv[1:] if argv is None else argv))])
     path, problem = logs_dir() / f"internal-error-{stamp}.log", None
     try:

@@ -13,7 +13,7 @@ a page. A frozen manifest is one JSON file read whole, and is planned whole.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from jobs.config import JobConfig
 from jobs.sources.changes import Plan, Planner, make_plan

@@ -51,7 +51,7 @@ def create_app(coll):
     def search(q: str = Query(..., min_length=1, description="the query"),
                k: int = Query(5, ge=1, le=100),
                mode: str | None = Query(None, description="vector, text, hybrid or hybrid-doc"),
-               filter: list[str] = Query(default_factory=list, description="KEY=VALUE, KEY=V1,V2 or path=GLOB"),  # noqa: A002
+               filter: list[str] = Query(default_factory=list, description="KEY=VALUE, KEY=V1,V2 or path=GLOB"),
                min_similarity: float | None = Query(None, ge=-1, le=1)) -> dict:
         if mode is not None and mode not in MODES:
             raise HTTPException(422, f"mode must be one of {', '.join(MODES)}")

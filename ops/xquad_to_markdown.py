@@ -14,7 +14,7 @@ from pathlib import Path
 # The evaluation module is stdlib-only, so let this script run from a checkout without installing the package.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.tools.evaluate import load_golden, squad_to_markdown  # noqa: E402
+from jobs.tools.evaluate import load_golden, squad_to_markdown
 
 
 def main(argv: list[str] | None = None) -> int:

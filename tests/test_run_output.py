@@ -38,12 +38,12 @@ def test_quiet_ray_drops_the_known_messages_and_nothing_else(caplog):
     with warnings.catch_warnings(record=True) as shown:
         warnings.simplefilter("always")
         quiet_ray()
-        warnings.warn("`ray_remote_args` is deprecated and will be removed in Ray 2.64.", RayDeprecationWarning)
+        warnings.warn("`ray_remote_args` is deprecated and will be removed in Ray 2.64.", RayDeprecationWarning, stacklevel=1)
         warnings.warn("The maximum number of concurrent tasks for 'Write' is set to 2, but the operator only "
-                      "received 1 input(s).", UserWarning)
+                      "received 1 input(s).", UserWarning, stacklevel=1)
         warnings.warn("The minimum number of concurrent actors for 'embed' is set to 2, but the operator only "
-                      "received 1 input(s).", UserWarning)
-        warnings.warn("`something_else` is deprecated", RayDeprecationWarning)
+                      "received 1 input(s).", UserWarning, stacklevel=1)
+        warnings.warn("`something_else` is deprecated", RayDeprecationWarning, stacklevel=1)
     assert [str(w.message) for w in shown] == ["`something_else` is deprecated"]
     caplog.set_level(logging.INFO)
     auth = logging.getLogger("ray._private.authentication.authentication_token_setup")
@@ -68,7 +68,7 @@ def test_an_ingest_on_its_own_ray_shows_progress_that_moves_and_no_ray_noise(tmp
     try:
         # Each commit held 0.5 s by the database: the writes span several progress samples on any machine.
         paced = pace_collection(pg_url, "out_progress", proc, seconds=0.5)
-        out, err = proc.communicate(timeout=600)
+        _out, err = proc.communicate(timeout=600)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -78,7 +78,7 @@ def test_an_ingest_on_its_own_ray_shows_progress_that_moves_and_no_ray_noise(tmp
         subprocess.run(["pkill", "-f", ray_tmp], capture_output=True)
         shutil.rmtree(ray_tmp, ignore_errors=True)
     assert proc.returncode == 0, err[-3000:]
-    committed = [int(m) for m in re.findall(r"committed (\d+)/%d documents" % n_docs, err)]
+    committed = [int(m) for m in re.findall(rf"committed (\d+)/{n_docs} documents", err)]
     assert committed == sorted(committed) and committed[-1] == n_docs
     assert [n for n in committed if 0 < n < n_docs], err  # seen part way, not only at 0 and at the end
     assert [line for line in err.splitlines() if any(noise in line for noise in NOISE)] == []

@@ -111,7 +111,7 @@ def test_the_readme_python_example_and_the_api(guide, capsys):
     os.environ["CORPUSMILL_HOME"] = guide["env"]["CORPUSMILL_HOME"]
     printed = StringIO()
     with redirect_stdout(printed):
-        exec(readme_block("Your own notes in five minutes", "python"), {})  # noqa: S102 (the README's own code)
+        exec(readme_block("Your own notes in five minutes", "python"), {})
     lines = [line for line in printed.getvalue().splitlines() if line.strip()]
     assert lines and all(" keys.md " in line for line in lines)
 

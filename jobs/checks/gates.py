@@ -7,8 +7,8 @@ Inputs are the dict from `jobs.checks.index_metrics.index_metrics` and the run m
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from jobs.config import QualityGates
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Callable
+from collections.abc import Callable
 
 from jobs.chunks.quality import word_count
 from jobs.excel.cells import SEPARATOR

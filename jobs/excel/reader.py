@@ -14,9 +14,9 @@ import re
 import warnings
 import zipfile
 from collections import Counter, deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import openpyxl
 from openpyxl.utils.cell import range_boundaries
@@ -138,7 +138,7 @@ class _Merges:
             fmt = formats[i] if r1 == number and i < len(formats) else None
             self.active.append([c1, r1, c2, r2, top, fmt])
         spans = []
-        for c1, r1, c2, r2, value, fmt in self.active:
+        for c1, r1, c2, _r2, value, fmt in self.active:
             if c2 > c1:
                 spans.append((c1 - 1, c2 - 1))
             i = c1 - 1

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from jobs.chunks.quality import word_count
 from jobs.config import ExcelConfig
@@ -73,7 +73,7 @@ class _Context:
     counts: Counter | None = None
 
     @classmethod
-    def create(cls, source_path: str, cfg: ExcelConfig, templates: TemplateTexts | None = None) -> "_Context":
+    def create(cls, source_path: str, cfg: ExcelConfig, templates: TemplateTexts | None = None) -> _Context:
         registry = (load_templates(cfg.templates_dir) if templates is None
                     else registry_from_texts(templates, str(cfg.templates_dir)))
         return cls(Path(source_path).name, source_path, cfg, registry,

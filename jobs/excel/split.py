@@ -13,7 +13,7 @@ sentence is not cut; it is flagged `too_long` as before.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 from jobs.chunks.quality import word_count
 from jobs.excel.cells import SEPARATOR

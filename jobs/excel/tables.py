@@ -15,8 +15,8 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections import Counter, deque
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from openpyxl.utils import get_column_letter
 
@@ -327,7 +327,7 @@ def _attribute_rows(window: list[Row], j: int) -> list[int]:
     return rows if len(set(keys)) == len(keys) and described * 2 >= len(rows) else []
 
 
-def _with_units(table: "Table", attributes: list[Row]) -> None:
+def _with_units(table: Table, attributes: list[Row]) -> None:
     """A column's unit from its attribute rows (`Unit | 000 Hours`) goes into its label: `Hours worked (000
     Hours)`, so every value carries it. The other attributes (series type, IDs, dates) describe the series,
     not a value, and are left out."""

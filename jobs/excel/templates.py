@@ -226,7 +226,7 @@ class Template:
     tree: tuple = ()
 
     @classmethod
-    def from_dict(cls, data: dict, source: str, default_name: str) -> "Template":
+    def from_dict(cls, data: dict, source: str, default_name: str) -> Template:
         known = {"name", "file", "sheet", "sheet_regex", "text", "aliases", "formats"}
         if not isinstance(data, dict):
             raise ValueError(f"a template must be a mapping, got {type(data).__name__}")

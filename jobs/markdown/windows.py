@@ -360,7 +360,7 @@ def structured_drafts(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, sta
             tags = _tags(group, units)
             see_also = []
             if w_index == len(windows) - 1 and group.see_also:
-                n = _see_also_kept(shown, group.see_also, lambda b: counter.count(
+                n = _see_also_kept(shown, group.see_also, lambda b, crumb=crumb, tags=tags: counter.count(
                     [embed_text_for(crumb, tags, b, cfg.structural_tags)])[0] <= limit)
                 see_also = group.see_also[:n]
             embed = embed_text_for(crumb, tags, _with_lines(shown, see_also), cfg.structural_tags)

@@ -3,8 +3,9 @@ the files discovered and what the store recorded for each (`StoredDoc`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # only named in annotations: the store imports StoredDoc without the discovery stack
     from jobs.sources.discover import SourceFile

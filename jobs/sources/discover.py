@@ -18,10 +18,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Callable, Iterator, Mapping
 
 from jobs.errors import ConfigError
 from jobs.sources.globs import matches

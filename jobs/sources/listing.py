@@ -16,10 +16,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterator
 
 from jobs.errors import NotFoundError
 from jobs.sources.storage import Location, StorageOptions, locate
@@ -213,7 +213,7 @@ def _iter_s3(loc: Location) -> Iterator[tuple[str, dict]]:
 
 def _iter_walk(loc: Location) -> Iterator[tuple[str, dict]]:
     """Other object stores: directory by directory (one directory's listing in memory at a time)."""
-    for dirpath, dirs, files in loc.fs.walk(loc.path, detail=True):
+    for dirpath, _dirs, files in loc.fs.walk(loc.path, detail=True):
         for name in sorted(files):
             info = files[name]
             full = info.get("name") or f"{dirpath}/{name}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from jobs.errors import ConfigError
@@ -31,7 +31,7 @@ def freeze(roots: list, include: list[str], exclude: list[str], tag: str, out: P
     files = discover(roots, include, exclude, storage, follow_external_links=follow_external_links)
     manifest = {
         "tag": tag,
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "roots": [normalize_root(r) for r in roots],
         "files": [{"source_path": f.source_path, "sha256": f.content_sha256, "size": f.size_bytes} for f in files],
     }

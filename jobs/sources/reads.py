@@ -9,9 +9,9 @@ import os
 import tempfile
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from jobs.errors import FileRefused
 from jobs.sources.storage import StorageOptions, locate
@@ -56,7 +56,7 @@ def sha256_of(uri: str, storage: StorageOptions | None = None, size: int | None 
         loc = locate(uri, storage)
         fh = loc.fs.open(loc.path, "rb", block_size=8 << 20)
     else:
-        fh = open(local_path(uri), "rb")
+        fh = open(local_path(uri), "rb")  # noqa: SIM115 (closed by the `with fh` below, as the remote handle is)
     with fh:
         while block := fh.read(chunk):
             h.update(block)

@@ -45,7 +45,7 @@ class StorageOptions:
     secrets: tuple[tuple[str, SecretStr], ...] = ()
 
     @classmethod
-    def from_config(cls, storage: Any | None) -> "StorageOptions":
+    def from_config(cls, storage: Any | None) -> StorageOptions:
         """From the config's `storage` section; the secret file (if any) is read here, in the driver."""
         if storage is None:
             return cls()
@@ -73,9 +73,8 @@ class StorageOptions:
                 kw["endpoint_url"] = self.endpoint_url
             if self.anonymous:
                 kw["token"] = "anon"
-        elif protocol == "abfs":
-            if self.anonymous:
-                kw["anon"] = True
+        elif protocol == "abfs" and self.anonymous:
+            kw["anon"] = True
         kw.update(secrets)
         return kw
 

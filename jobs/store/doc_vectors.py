@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from psycopg import sql

@@ -70,7 +70,7 @@ class Progress:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="index-progress")
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         self._thread.start()
         return self
 

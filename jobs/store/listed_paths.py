@@ -19,7 +19,7 @@ class ListedPaths:
         self.url, self.schema, self.application_name = url, schema, application_name
         self.conn = None
 
-    def __enter__(self) -> "ListedPaths":
+    def __enter__(self) -> ListedPaths:
         self.conn = connect(self.url, self.application_name)
         self.conn.execute("CREATE TEMPORARY TABLE listed_paths (source_path text PRIMARY KEY)")
         return self

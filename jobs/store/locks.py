@@ -89,7 +89,7 @@ class LeaseWatch:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="corpusmill-lease", daemon=True)
 
-    def __enter__(self) -> "LeaseWatch":
+    def __enter__(self) -> LeaseWatch:
         self._thread.start()
         return self
 

@@ -28,14 +28,14 @@ from jobs.rows import storable
 from jobs.sources.changes import StoredDoc
 from jobs.store import arrow_copy, doc_vectors, hits, index_build, lexical, locks, shared_text, text_search, vector_index
 from jobs.store import filters as filters_
-from jobs.store.arrow_copy import CHUNK_COLUMNS  # noqa: F401 (part of this module's API)
+from jobs.store.arrow_copy import CHUNK_COLUMNS
 from jobs.store.chunk_view import SQL_TYPES as _SQL_TYPES
 from jobs.store.chunk_view import VIEW_COLUMNS  # noqa: F401 (part of this module's API)
 from jobs.store.chunk_view import refresh as refresh_chunk_view
 from jobs.store.connection import connect, connect_with_backoff, reconnecting
 from jobs.store.names import chunk_table_name, index_name, lock_key
 from jobs.store.runs import RunRecords, UnknownCollection  # noqa: F401 (part of this module's API)
-from jobs.store.spaces import Collection, CollectionMismatch, EmbeddingSpaces  # noqa: F401 (part of this module's API)
+from jobs.store.spaces import Collection, CollectionMismatch, EmbeddingSpaces
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class PgStore(RunRecords, EmbeddingSpaces):
     def close(self) -> None:
         self.conn.close()
 
-    def __enter__(self) -> "PgStore":
+    def __enter__(self) -> PgStore:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -15,7 +15,8 @@ import shutil
 import sys
 import threading
 import time
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 log = logging.getLogger("jobs.store.writers")  # the logger the write progress has always used
 
@@ -24,7 +25,7 @@ CLEAR = "\r\x1b[K"  # carriage return, then erase to the end of the line
 
 
 def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     if seconds < 60:
         return f"{seconds} s"
     if seconds < 3600:
@@ -70,7 +71,7 @@ class _Console:
     """A text stream in front of the terminal's stream: each write first clears the progress line, and
     a write that ends a line draws it again."""
 
-    def __init__(self, real: TextIO, line: "ProgressLine"):
+    def __init__(self, real: TextIO, line: ProgressLine):
         self._real, self._line = real, line
 
     def write(self, text: str) -> int:
@@ -108,7 +109,7 @@ class ProgressLine:
         self._swapped: list[tuple[object, str, object]] = []
 
     # ---- on a terminal: one line, redrawn --------------------------------------------------------
-    def __enter__(self) -> "ProgressLine":
+    def __enter__(self) -> ProgressLine:
         if self.live:
             self._capture()
         return self

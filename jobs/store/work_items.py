@@ -35,7 +35,7 @@ class WorkItems:
         self.since = self.added
         return self.since
 
-    def __enter__(self) -> "WorkItems":
+    def __enter__(self) -> WorkItems:
         self.conn = connect(self.url, self.application_name(self.run_id))
         self.conn.execute(sql.SQL(
             "DELETE FROM {} w WHERE w.collection = %s AND (w.run_id = %s OR NOT EXISTS ("

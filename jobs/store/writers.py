@@ -40,8 +40,8 @@ import sys
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 import psycopg
 import pyarrow as pa
@@ -121,7 +121,7 @@ class SinkStats:
     # budget, a bug. `complete` raises it, so the run stops instead of calling its documents lost.
     fatal: list[dict] = field(default_factory=list)
 
-    def add(self, other: "SinkStats") -> None:
+    def add(self, other: SinkStats) -> None:
         for name, value in vars(other).items():
             if name in ("failures", "fatal"):
                 getattr(self, name).extend(value)
@@ -494,7 +494,7 @@ class Progress:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="write-progress", daemon=True)
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         self.line.__enter__()
         self._thread.start()
         return self

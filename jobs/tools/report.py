@@ -17,19 +17,19 @@ import json
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")  # report machines have no display; must precede the pyplot import
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
-from jinja2 import Environment, FileSystemLoader, StrictUndefined  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
+import matplotlib.pyplot as plt
+import pyarrow.parquet as pq
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from matplotlib.patches import Patch
 
-from jobs.checks.distribution import distribution, length_summary  # noqa: E402
+from jobs.checks.distribution import distribution, length_summary
 
 # The embedding column is left out: the report never needs vectors, and on a large run they dwarf the rest.
 _COLUMNS = ["chunk_id", "source_path", "source_type", "heading_path", "text", "seq", "tags",
@@ -477,6 +477,6 @@ def render_html(run_dir: Path, run_info: dict, metrics: dict, breakdown: dict, f
         heading_sep=HEADING_SEP,
         seed=seed,
         sample_size=sample_size,
-        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         run_dir=str(run_dir),
     )

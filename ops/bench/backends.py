@@ -63,7 +63,7 @@ def bench() -> dict:
     cores = os.cpu_count() or 1
     root, files = common.corpus(common.bench_files(), "backends")
     built = build(root, common.work_dir() / "backends-described")
-    golden = [json.loads(line) for line in open(built["golden"], encoding="utf-8")]
+    golden = [json.loads(line) for line in Path(built["golden"]).read_text(encoding="utf-8").splitlines() if line.strip()]
     texts, owner = [], []
     corpus = Path(built["corpus"])
     for path in sorted(corpus.rglob("*.md")):

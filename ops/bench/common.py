@@ -169,7 +169,7 @@ class Timed:
     def __init__(self) -> None:
         self.seconds = 0.0
 
-    def __enter__(self) -> "Timed":
+    def __enter__(self) -> Timed:
         self._t0 = time.perf_counter()
         return self
 

@@ -40,7 +40,7 @@ def test_legacy_xls_is_refused_with_a_conversion_hint(plain):
     assert "re-save it as .xlsx in Excel" in err["error_message"]
 
 
-def _rezip(src, dst, replace: dict[str, bytes] = None, add: dict[str, bytes] = None):
+def _rezip(src, dst, replace: dict[str, bytes] | None = None, add: dict[str, bytes] | None = None):
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zout:
         for info in zin.infolist():
             zout.writestr(info.filename, (replace or {}).get(info.filename, zin.read(info.filename)))

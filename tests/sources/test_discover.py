@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -197,7 +198,8 @@ def test_documents_under_a_directory_the_listing_could_not_open_are_not_deleted(
     from jobs.sources.changes import StoredDoc
 
     class Listed(list):
-        skipped = [{"root": "/r", "path": "team/private", "reason": "unreadable", "target": "/r/team/private (EIO)"}]
+        skipped: ClassVar[list[dict]] = [{"root": "/r", "path": "team/private", "reason": "unreadable",
+                                          "target": "/r/team/private (EIO)"}]
 
     stored = {p: StoredDoc(p, "sha", "fp", "done") for p in ("team/private/a.md", "team/public.md", "gone.md")}
     plan = make_plan(Listed(), stored, "fp")

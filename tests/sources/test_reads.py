@@ -33,9 +33,8 @@ def test_work_local_file_keeps_the_name_and_cleans_up(s3_server, bucket, opts, t
     with work_local_file(work, opts) as path:
         assert path.name == "cups.csv" and path.read_bytes() == body  # a CSV's sheet is named after its file
     assert not path.exists()
-    with pytest.raises(ValueError, match="over excel.max_file_bytes"):
-        with work_local_file(work, opts, max_bytes=4):
-            pass
+    with pytest.raises(ValueError, match="over excel.max_file_bytes"), work_local_file(work, opts, max_bytes=4):
+        pass
     local = tmp_path / "here.csv"
     local.write_bytes(body)
     with work_local_file({"source_path": "here.csv", "abs_path": str(local)}) as path:

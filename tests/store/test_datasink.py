@@ -169,7 +169,7 @@ def test_a_bug_on_the_commit_path_stops_the_run_with_exit_4_and_fails_no_documen
     from jobs.errors import InternalError
     from jobs.store import arrow_copy
 
-    coll, sink = _sink(store, pg_url, "ds_bug")
+    _coll, sink = _sink(store, pg_url, "ds_bug")
     store.mark_pending("ds_bug", "w1", [doc_row(d) for d in ("a", "b")])
 
     def broken_copy(*args, **kwargs):
@@ -188,7 +188,7 @@ def test_a_stage_bug_carried_in_rows_stops_the_run_and_a_chunk_without_a_vector_
 
     from jobs.errors import InternalError
 
-    coll, sink = _sink(store, pg_url, "ds_stage_bug")
+    _coll, sink = _sink(store, pg_url, "ds_stage_bug")
     store.mark_pending("ds_stage_bug", "w1", [doc_row(d) for d in ("a", "b", "c")])
     c = _rows("c", 1, "ds_stage_bug")
     c[0]["embedding"] = None  # arrow_copy.UnloadableChunk: that document's fault, at `load`
