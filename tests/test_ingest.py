@@ -379,6 +379,22 @@ def test_kill_9_and_resume_equals_a_clean_run(tmp_path, corpus, env, pg_url):
     assert [r[1:4] for r in resumed] == [r[1:4] for r in clean]
 
 
+def running_run(pg_url: str, collection: str, proc: subprocess.Popen, timeout: float = 300) -> str:
+    """The run id of the ingest in `proc` once it is recorded as running (under the collection's lock)."""
+    first, deadline = None, time.monotonic() + timeout
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        while first is None and proc.poll() is None and time.monotonic() < deadline:
+            try:
+                row = conn.execute("SELECT run_id FROM corpusmill.runs WHERE collection = %s AND status = 'running'",
+                                   (collection,)).fetchone()
+            except psycopg.errors.UndefinedTable:
+                row = None  # the ingest has not created the schema yet
+            first = row[0] if row else None
+            time.sleep(0.1)
+    assert first and proc.poll() is None, "the first ingest never recorded its run"
+    return first
+
+
 def restart_embedded_server() -> None:
     """`pg_ctl restart -m fast` of the session's embedded server: every connection is cut, as when an
     operator restarts PostgreSQL under a running job."""
@@ -403,17 +419,7 @@ def test_a_second_ingest_is_refused_and_a_server_restart_costs_nothing(tmp_path,
         # The run is recorded under the collection's lock, before Ray starts: from then on the lock is held
         # for the whole run, so the second ingest below races nothing (it used to wait for 3 documents,
         # and on a loaded machine the first run could finish before the second one had started).
-        first, deadline = None, time.monotonic() + 300
-        with psycopg.connect(pg_url, autocommit=True) as conn:
-            while first is None and proc.poll() is None and time.monotonic() < deadline:
-                try:
-                    row = conn.execute("SELECT run_id FROM corpusmill.runs WHERE collection = 'e2e_restart' "
-                                       "AND status = 'running'").fetchone()
-                except psycopg.errors.UndefinedTable:
-                    row = None  # the ingest has not created the schema yet
-                first = row[0] if row else None
-                time.sleep(0.1)
-        assert first and proc.poll() is None, "the first ingest never recorded its run"
+        first = running_run(pg_url, "e2e_restart", proc)
         # Each commit held 0.25 s by the database, so the restart below lands mid-run on any machine.
         paced = pace_collection(pg_url, "e2e_restart", proc, seconds=0.25)
         # Two shells, one collection: the second exits 2 at once, naming the run that holds it.
@@ -449,17 +455,7 @@ def test_a_run_whose_driver_session_is_cut_while_another_takes_over_stops_and_co
     proc = subprocess.Popen(CLI + ["ingest", "--config", str(cfg)], env=env, stdout=log, stderr=subprocess.STDOUT)
     paced = None
     try:
-        first, deadline = None, time.monotonic() + 300
-        with psycopg.connect(pg_url, autocommit=True) as conn:
-            while first is None and proc.poll() is None and time.monotonic() < deadline:
-                try:
-                    row = conn.execute("SELECT run_id FROM corpusmill.runs WHERE collection = 'e2e_fence' "
-                                       "AND status = 'running'").fetchone()
-                except psycopg.errors.UndefinedTable:
-                    row = None
-                first = row[0] if row else None
-                time.sleep(0.1)
-        assert first and proc.poll() is None, "the first ingest never recorded its run"
+        first = running_run(pg_url, "e2e_fence", proc)
         paced = pace_collection(pg_url, "e2e_fence", proc, seconds=0.25)
         done_before = wait_for_done(pg_url, "e2e_fence", 3, proc)
         with psycopg.connect(pg_url, autocommit=True) as conn:
