@@ -112,7 +112,7 @@ class Collection:
         except BaseException:
             self.store.close()
             raise
-        self.embedding_model = coll.embedding_model
+        self.embedding_model, self._table = coll.embedding_model, coll.chunk_table
         self._searchers: dict[str, object] = {}
         self._model = None
 
@@ -141,11 +141,10 @@ class Collection:
 
     def metadata_keys(self, limit: int = 50) -> list[str]:
         """The metadata keys the collection's documents carry, most common first (what a filter can name)."""
-        coll = self.store.get_collection(self.name)
         rows = self.store.conn.execute(sql.SQL(
             "SELECT k, count(DISTINCT doc_id) FROM {}, jsonb_object_keys(metadata) AS k "
             "WHERE jsonb_typeof(metadata) = 'object' GROUP BY k ORDER BY 2 DESC, k LIMIT %s").format(
-            sql.Identifier(self.store.schema, coll.chunk_table)), (limit,))
+            sql.Identifier(self.store.schema, self._table)), (limit,))
         return [r[0] for r in rows]
 
     def search(self, query: str, k: int = 5, mode: str | None = None, filters=None,

@@ -360,7 +360,8 @@ def cmd_eval(args) -> int:
         for name in names:
             searcher = Searcher(store, name, ef_search=cfg.database.ef_search, mode=args.mode or cfg.database.search_mode,
                                 repeat_ratio=_repeat_ratio(args, cfg))
-            report = evaluate(questions, lambda qs, k, s=searcher: s.search_many(qs, k, exact=args.exact))
+            report = evaluate(questions, lambda qs, k, s=searcher: s.search_many(qs, k, exact=args.exact,
+                                                                                   passages=False))
             hits = Path(args.hits) if args.hits and len(names) == 1 else home() / "eval" / f"{name}-{stamp}.hits.jsonl"
             hits.parent.mkdir(parents=True, exist_ok=True)
             write_hits(report, hits)

@@ -84,7 +84,8 @@ class Searcher:
         return self.model.encode(texts, normalize_embeddings=True, show_progress_bar=False, batch_size=64)
 
     def search_many(self, queries: list[str], k: int = 5, exact: bool = False, filters: list[Filter] | None = None,
-                    min_similarity: float | None = None) -> list[list[dict]]:
+                    min_similarity: float | None = None,
+                    passages: bool = True) -> list[list[dict]]:
         """Each query's hits, best first, each with `rank`, `score` (what orders the list: the fused score,
         or the cosine in plain vector mode), `cosine` and `bm25` (None where BM25 did not rank it), its
         locators, metadata and matching passage (jobs/store/hits.py). `filters`: jobs/store/filters.py.
@@ -107,6 +108,7 @@ class Searcher:
         for query, hits in zip(queries, ranked):
             if min_similarity is not None:
                 hits = [h for h in hits if h["cosine"] is not None and h["cosine"] >= min_similarity]
-            hits = self.store.add_passages(self.coll, hits, query)
+            if passages:  # a ts_headline per hit: for hits a person reads, not for an evaluation's rankings
+                hits = self.store.add_passages(self.coll, hits, query)
             out.append([dict(h, rank=rank, score=round(h["score"], 6)) for rank, h in enumerate(hits, 1)])
         return out
