@@ -27,6 +27,7 @@ from jobs.config import JobConfig
 from jobs.errors import ConfigError, NotFoundError
 from jobs.sources.storage import StorageOptions
 from jobs.sources.uris import is_remote
+from jobs.store import lexical
 from jobs.store.parquet import part_paths, read_part, read_run_json
 from jobs.store.pgvector import PgStore
 from jobs.store.url import database_url
@@ -124,7 +125,8 @@ def prepare_part(part: pa.Table, collection: str, skip: set[str]) -> pa.Table:
              .append_column("collection", pa.array([collection] * len(keep), pa.string()))
              .append_column("row_kind", pa.array(["chunk"] * len(keep), pa.string()))
              .append_column("doc_rows", pa.array([counts[d] for d in kept_docs], pa.int32())))
-    return table.sort_by([("doc_id", "ascending"), ("seq", "ascending")])
+    # Parquet from before the terms were analysed on the workers: analysed here, once, on the read tasks.
+    return lexical.fill(table).sort_by([("doc_id", "ascending"), ("seq", "ascending")])
 
 
 @dataclass(frozen=True)

@@ -120,6 +120,7 @@ def open_active(store: PgStore, collection: str) -> Collection:
     active = store.get_collection(collection)
     if active is None:
         raise UnknownCollection(f"no collection named {collection!r}")
+    store.upgrade_lexical(active)  # a table from before the terms were analysed on the workers gets them first
     return active
 
 

@@ -79,6 +79,11 @@ CONTRACT_FIELDS = [
     pa.field("embedding", pa.list_(pa.float32())),
     pa.field("embedding_model", pa.string()),
     pa.field("metadata", pa.string()),  # the document's metadata as JSON text (jobs/chunks/metadata.py)
+    # The chunk's terms for BM25, analysed on the workers (jobs/terms.py): sorted distinct term ids, each
+    # one's frequency, and the number of terms.
+    pa.field("lex_terms", pa.list_(pa.int32())),
+    pa.field("lex_tfs", pa.list_(pa.int32())),
+    pa.field("lex_length", pa.int32()),
 ]
 CONTRACT_NAMES = [f.name for f in CONTRACT_FIELDS]
 

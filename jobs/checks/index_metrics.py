@@ -1,7 +1,13 @@
 """Measure the health of a loaded collection inside PostgreSQL: empty vectors, near-duplicate neighbours, token spread.
 
-Everything is computed by the database in a few set-based queries after the load (no per-row round-trips), so the
-same call works on a 50-chunk test collection and on a multi-million-row table.
+Everything is computed by the database in a few set-based queries after the load (no per-row round-trips). This
+runs after every run that changed the collection, so its cost must not grow with the collection: a one-page edit
+into a million chunks should cost about what it costs into an empty collection. So the number of vectors is
+exact (the documents' checkpoint rows count it), and every other figure reads at most a bounded sample of the
+chunk table: up to SAMPLE_ROWS chunks it reads them all (exact), above that a block sample of about SAMPLE_ROWS
+rows (`TABLESAMPLE SYSTEM`, whose cost is the pages it reads, not the table's), and the duplicate rate probes
+at most HNSW_SAMPLE chunks drawn from such a sample. `sampled` in the result says which figures were sampled
+and from how many rows.
 
 Empty vectors (L2 norm below 1e-6, NULL, or a NaN norm) are counted, then left out of the duplicate computation on
 both sides. pgvector's cosine distance to a zero vector is NaN (0/0), and PostgreSQL treats NaN as larger than every
@@ -20,6 +26,8 @@ release notes that differ in a version. Within a document the chunker drops repe
 
 from __future__ import annotations
 
+import math
+
 from psycopg import sql
 
 from jobs.store import vector_index
@@ -31,7 +39,14 @@ AT_LIMIT_FRACTION = 0.97
 NEAR_ZERO_WARN = 0.02
 AT_LIMIT_WARN = 0.10
 HNSW_EF_SEARCH = 40
-HNSW_SAMPLE = 5000  # chunks probed for the duplicate rate when the index is used
+HNSW_SAMPLE = 5000  # chunks probed for the duplicate rate when the index is used, at most
+# The probes go in batches and stop once the duplicate rate's 95% interval is within ±PROBE_PRECISION: a
+# probe is an index search (milliseconds on a busy machine), and a collection with few duplicates, the
+# usual state, is known after 1,000 of them (none found: a rate below 0.4%), one near the 1% gate
+# takes all 5,000 (±0.28%).
+PROBE_BATCH = 1000
+PROBE_PRECISION = 0.0025
+SAMPLE_ROWS = 20_000  # rows the sampled figures read at most (about: a block sample's size varies a little)
 
 
 def _nonempty(alias: str) -> sql.Composed:
@@ -46,8 +61,22 @@ def _share(part: int, whole: int) -> float:
     return part / whole if whole else 0.0
 
 
-def _summary_stats(store, table: sql.Composed, token_limit: int | None) -> dict:
-    """Row, empty-vector and token-count figures from one scan of the chunk table."""
+def _rows_of(table: sql.Composed, alias: str, vectors: int, rows: int) -> sql.Composed:
+    """The chunk table, or a block sample of about `rows` of its `vectors` rows when it holds more. A
+    block sample reads only the pages it picks; REPEATABLE makes one collection's figures stable from
+    run to run (the same pages, as long as they hold the same rows)."""
+    named = sql.SQL("{} AS {}").format(table, sql.Identifier(alias))
+    if vectors <= rows:
+        return named
+    return sql.SQL("{} TABLESAMPLE SYSTEM ({}) REPEATABLE (0)").format(named, sql.Literal(100.0 * rows / vectors))
+
+
+def _summary_stats(store, coll, table: sql.Composed, token_limit: int | None) -> dict:
+    """The exact number of rows; empty-vector and token-count figures of at most about SAMPLE_ROWS of them."""
+    # Exact from the checkpoint rows, which count each document's stored chunks in the transaction that
+    # stores them (PgStore.commit_documents): a scan of the narrow documents table, not of the chunks.
+    vectors = store.conn.execute(sql.SQL("SELECT coalesce(sum(chunk_count), 0) FROM {} WHERE collection = %s").format(
+        sql.Identifier(store.schema, "documents")), (coll.name,)).fetchone()[0]
     threshold = AT_LIMIT_FRACTION * token_limit if token_limit is not None else None
     row = store.conn.execute(sql.SQL(
         "SELECT count(*), count(*) FILTER (WHERE NOT {nonempty}), count(t.token_count), "
@@ -55,11 +84,13 @@ def _summary_stats(store, table: sql.Composed, token_limit: int | None) -> dict:
         "percentile_cont(0.95) WITHIN GROUP (ORDER BY t.token_count), max(t.token_count), "
         "count(*) FILTER (WHERE t.token_count < {near_zero}), "
         "count(*) FILTER (WHERE t.token_count >= %s::float8) "
-        "FROM {table} AS t").format(
-        nonempty=_nonempty("t"), near_zero=sql.Literal(NEAR_ZERO_TOKENS), table=table), (threshold,)).fetchone()
-    vectors, empty, n_tokens, median, p95, max_tokens, near_zero, at_limit = row
+        "FROM {rows}").format(
+        nonempty=_nonempty("t"), near_zero=sql.Literal(NEAR_ZERO_TOKENS),
+        rows=_rows_of(table, "t", vectors, SAMPLE_ROWS)), (threshold,)).fetchone()
+    read, empty, n_tokens, median, p95, max_tokens, near_zero, at_limit = row
     return {
         "vectors": int(vectors),
+        "read": int(read),  # the rows the other figures come from: all of them, or the sample
         "empty": int(empty),
         "tokens": {"n": int(n_tokens), "median": float(median) if median is not None else None,
                    "p95": float(p95) if p95 is not None else None,
@@ -80,13 +111,14 @@ def _has_iterative_scan(store) -> bool:
 
 
 def _duplicate_neighbours(store, table: sql.Composed, threshold: float, exact: bool,
-                          index: tuple[str, int] = ("vector", 0)) -> tuple[int, int]:
+                          index: tuple[str, int] = ("vector", 0), vectors: int = 0) -> tuple[int, int]:
     """(non-empty chunks checked, chunks whose nearest chunk of another document is above `threshold`
     cosine similarity). `index`: the kind of the table's vector index and the dimension, whose distance
-    the probes order by so that they go through it (jobs/store/vector_index.py)."""
+    the probes order by so that they go through it (jobs/store/vector_index.py); `vectors`: the table's
+    rows, which the sample the probes come from is sized by."""
     # LEFT JOIN keeps a lone chunk (no other non-empty neighbour) in the denominator as "not a duplicate".
-    # Through the index, a random sample of HNSW_SAMPLE chunks is probed: enough for a rate, and the
-    # cost stays flat as the collection grows (this runs after every load).
+    # Through the index, a sample of at most HNSW_SAMPLE chunks is probed: enough for a rate, and the
+    # cost stays flat as the collection grows (this runs after every run that changed it).
     if exact:
         # Norms once per row, not once per pair: the non-empty rows are materialized first, then every
         # pair's distance is computed once (n² distances, but no n² norms).
@@ -97,7 +129,10 @@ def _duplicate_neighbours(store, table: sql.Composed, threshold: float, exact: b
             "ORDER BY b.embedding <=> a.embedding LIMIT 1) AS nn ON true").format(
             table=table, a_nonempty=_nonempty("a"))
     else:
-        probes = sql.SQL("(SELECT * FROM {} ORDER BY random() LIMIT {})").format(table, sql.Literal(HNSW_SAMPLE))
+        # A block sample of about HNSW_SAMPLE rows, not `ORDER BY random()`, which reads and sorts the
+        # whole table; probed PROBE_BATCH rows at a time (the sample scan is repeatable, so each batch's
+        # OFFSET continues the same rows), until the rate is known to PROBE_PRECISION.
+        probes = sql.SQL("(SELECT * FROM {} LIMIT %s OFFSET %s)").format(_rows_of(table, "s", vectors, HNSW_SAMPLE))
         stmt = sql.SQL(
             "SELECT count(*), count(*) FILTER (WHERE nn.similarity > %s) "
             "FROM {probes} AS a LEFT JOIN LATERAL ("
@@ -122,8 +157,24 @@ def _duplicate_neighbours(store, table: sql.Composed, threshold: float, exact: b
             # norm for the non-empty filter each time: 5 s for 727 chunks against 0.5 s for 3,255 through
             # the index. The probes go through the index.
             store.conn.execute("SET LOCAL enable_seqscan = off")
-        checked, duplicates = store.conn.execute(stmt, (threshold,)).fetchone()
+        if exact:
+            checked, duplicates = store.conn.execute(stmt, (threshold,)).fetchone()
+            return int(checked), int(duplicates)
+        checked = duplicates = 0
+        for offset in range(0, HNSW_SAMPLE, PROBE_BATCH):
+            c, d = store.conn.execute(stmt, (threshold, PROBE_BATCH, offset)).fetchone()
+            checked, duplicates = checked + c, duplicates + d
+            if not c or _half_width(duplicates, checked) <= PROBE_PRECISION:
+                break  # the sample is used up, or the rate is known well enough
     return int(checked), int(duplicates)
+
+
+def _half_width(k: int, n: int, z: float = 1.96) -> float:
+    """Half the width of the 95% Wilson score interval of a rate of k in n."""
+    if not n:
+        return 1.0
+    p = k / n
+    return z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
 
 
 def index_metrics(store, coll, *, exact_below: int = 5000, near_duplicate_cosine: float = 0.995,
@@ -132,10 +183,11 @@ def index_metrics(store, coll, *, exact_below: int = 5000, near_duplicate_cosine
 
     Returns a flat dict: vectors, empty_vectors, empty_vector_rate, duplicate_checked, duplicate_neighbours,
     duplicate_neighbour_rate, near_duplicate_cosine, method ("exact" | "hnsw" | None), tokens {n, median, p95, max},
-    near_zero_share, token_limit, at_limit_share (None without token_limit), warnings.
+    near_zero_share, token_limit, at_limit_share (None without token_limit), warnings, sampled {rows, figures,
+    duplicate_probes}: `vectors` is exact; the others are of every row up to SAMPLE_ROWS, of a sample above.
     """
     table = sql.Identifier(store.schema, coll.chunk_table)
-    stats = _summary_stats(store, table, token_limit)
+    stats = _summary_stats(store, coll, table, token_limit)
     vectors = stats["vectors"]
     warnings: list[str] = []
 
@@ -155,10 +207,12 @@ def index_metrics(store, coll, *, exact_below: int = 5000, near_duplicate_cosine
                         f"{exact_below} and the HNSW index {index_name(coll.chunk_table, 'hnsw')} does not exist yet")
     else:
         checked, duplicates = _duplicate_neighbours(store, table, near_duplicate_cosine, exact=method == "exact",
-                                                    index=(store.vector_index_kind(coll) or "vector", coll.dimension))
+                                                    index=(store.vector_index_kind(coll) or "vector", coll.dimension),
+                                                    vectors=vectors)
         duplicate_rate = _share(duplicates, checked)
 
     n_tokens = stats["tokens"]["n"]
+    # Shares of the rows read (all of them, or the sample): the empty-vector rate's denominator is those rows.
     near_zero_share = _share(stats["near_zero"], n_tokens)
     at_limit_share = _share(stats["at_limit"], n_tokens) if token_limit is not None else None
     if near_zero_share > NEAR_ZERO_WARN:
@@ -173,7 +227,7 @@ def index_metrics(store, coll, *, exact_below: int = 5000, near_duplicate_cosine
     return {
         "vectors": vectors,
         "empty_vectors": stats["empty"],
-        "empty_vector_rate": _share(stats["empty"], vectors),
+        "empty_vector_rate": _share(stats["empty"], stats["read"]),
         "duplicate_checked": checked,
         "duplicate_neighbours": duplicates,
         "duplicate_neighbour_rate": duplicate_rate,
@@ -184,4 +238,9 @@ def index_metrics(store, coll, *, exact_below: int = 5000, near_duplicate_cosine
         "token_limit": token_limit,
         "at_limit_share": at_limit_share,
         "warnings": warnings,
+        # Which figures come from a sample, and of how many rows (None: exact, every row read).
+        "sampled": {"rows": stats["read"] if stats["read"] < vectors else None,
+                    "figures": ["empty_vectors", "tokens", "near_zero_share", "at_limit_share"]
+                    if stats["read"] < vectors else [],
+                    "duplicate_probes": checked if method == "hnsw" else None},
     }

@@ -1,6 +1,7 @@
 """The one builder of chunk rows, for both source types: a chunker supplies drafts (its text, heading
 path, breadcrumb, embed text and where the chunk sits), this adds the identity, the counts and the
-quality band the contract (jobs/rows.py) asks of every chunk, so the two paths cannot drift apart.
+quality band and terms (jobs/terms.py) the contract (jobs/rows.py) asks of every chunk, so the two
+paths cannot drift apart.
 
 It lives here rather than in jobs/rows.py because it needs the ids and quality rules of this package,
 and rows sits below it (tests/test_layout.py)."""
@@ -10,6 +11,7 @@ from __future__ import annotations
 from jobs.chunks.ids import chunk_id, sha256_text
 from jobs.chunks.quality import label, word_count
 from jobs.config import QualityConfig
+from jobs.terms import analyse_chunk
 
 
 def chunk_rows(work: dict, drafts: list[dict], *, source_type: str, locators: list[str], token_counts: list[int],
@@ -52,5 +54,7 @@ def chunk_rows(work: dict, drafts: list[dict], *, source_type: str, locators: li
             "doc_rows": len(drafts),
             "content_sha256": work["content_sha256"],
             "doc_stats": doc_stats if seq == 0 else None,
+            # BM25's side of the chunk, analysed here on the workers so the database only stores it.
+            **analyse_chunk(draft.get("breadcrumb"), text),
         })
     return rows

@@ -18,6 +18,7 @@ from psycopg.types.json import Jsonb
 
 from jobs.errors import DataFault
 from jobs.rows import storable
+from jobs.store import lexical
 
 # Binary COPY column types, in contract order: every contract column is stored.
 CHUNK_COLUMNS: list[tuple[str, str]] = [
@@ -28,11 +29,13 @@ CHUNK_COLUMNS: list[tuple[str, str]] = [
     ("word_count", "int4"), ("quality", "text"), ("omitted", "bool"), ("omit_reason", "text"),
     ("text_sha256", "text"), ("pipeline_fingerprint", "text"), ("run_id", "text"),
     ("embedding", "vector"), ("embedding_model", "text"), ("metadata", "jsonb"),
+    ("lex_terms", "int4[]"), ("lex_tfs", "int4[]"), ("lex_length", "int4"),
 ]
 
 
 _ARROW_TYPES = {"text": pa.string(), "text[]": pa.list_(pa.string()), "int4": pa.int32(), "int8": pa.int64(),
-                "bool": pa.bool_(), "vector": pa.list_(pa.float32()), "jsonb": pa.string()}
+                "bool": pa.bool_(), "vector": pa.list_(pa.float32()), "jsonb": pa.string(),
+                "int4[]": pa.list_(pa.int32())}
 
 
 def rows_table(rows: list[dict]) -> pa.Table:
@@ -110,20 +113,35 @@ def columns(table: pa.Table) -> list[list]:
             out.append(ids if name == "chunk_id" else _text(table.column(name)))
         elif typ == "jsonb":
             out.append(_json(table.column(name)))
+        elif typ == "int4[]":  # as bytes: PostgreSQL's binary array (copy_table)
+            out.append(lexical.int4_arrays(table.column(name)))
         else:
             out.append(table.column(name).to_pylist())
     return out
 
 
-def copy_table(conn, target: sql.Composed, table: pa.Table) -> int:
-    """COPY every row of `table` into `target` (a chunk table); returns the rows written."""
+def copy_table(conn, target: sql.Composed, table: pa.Table, pivot: float | None = None) -> int:
+    """COPY every row of `table` into `target` (a chunk table) with its BM25 weights at `pivot` (the
+    table's, jobs/store/lexical.py; None: looked up, or set from these rows if the table has none), and
+    the rows counted into BM25's totals (lexical.add_totals); returns the rows written. The term lists and the weights go out as
+    bytes packed with numpy in PostgreSQL's and pgvector's binary formats (a binary COPY field is its
+    length and bytes, which the server reads with the column's own receive function)."""
     if not table.num_rows:
         return 0
-    cols = sql.SQL(", ").join(sql.Identifier(c) for c, _ in CHUNK_COLUMNS)
+    table = lexical.fill(table)
+    schema, name = lexical.table_names(conn, target)
+    if pivot is None:
+        pivot = lexical.pivot_of(conn, schema, name, table)
+    names = [c for c, _ in CHUNK_COLUMNS] + ["lex"]
+    cols = sql.SQL(", ").join(sql.Identifier(c) for c in names)
     stmt = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT BINARY)").format(target, cols)
     values = columns(table)
+    values.append(lexical.sparse_weights(table, pivot))
     with conn.cursor() as cur, cur.copy(stmt) as copy:
-        copy.set_types([t for _, t in CHUNK_COLUMNS])
+        copy.set_types(["bytea" if t == "int4[]" else t for _, t in CHUNK_COLUMNS] + ["bytea"])
         for row in zip(*values):
             copy.write_row(row)
+    kept = pc.invert(pc.fill_null(table.column("omitted"), False)) if "omitted" in table.column_names else None
+    counted = table.filter(kept) if kept is not None else table
+    lexical.add_totals(conn, schema, name, counted.num_rows, pc.sum(counted.column("lex_length")).as_py() or 0)
     return table.num_rows

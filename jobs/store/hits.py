@@ -2,9 +2,10 @@
 sheet and row), the document's metadata, its cosine similarity to the query, and the passage that
 matched (PostgreSQL's ts_headline over the chunk, the query's words marked).
 
-The passage comes from the database's own text-search engine rather than code of ours: it stems and
-drops stop words exactly as the BM25 column does (jobs/store/text_search.py), so what it marks is what
-was matched.
+The passage comes from the database's own text-search engine rather than code of ours, for the shown
+hits only: its `english` configuration stems with the same Snowball stemmer and drops the same stop
+words as the chunks' terms (jobs/terms.py), so what it marks is what BM25 matched (an identifier's
+parts; its whole, which PostgreSQL's parser splits, is marked by its parts).
 """
 
 from __future__ import annotations

@@ -31,15 +31,25 @@ def graph_bytes(rows: int, value_bytes: float, m: int) -> int:
 
 
 def parallel_workers(conn, url: str) -> int:
-    """Build workers: on this machine's server (a Unix socket) its cores but one, as no one else set
-    them; on another server its own `max_parallel_workers`, which its administrator sized."""
+    """Build workers: on this machine's server (a Unix socket) its cores but one (the leader builds
+    too), as many as its worker processes allow, since no one else sized them; on another server its
+    own `max_parallel_workers`, which its administrator sized."""
     server = conn.execute("SELECT current_setting('max_parallel_workers')::int, "
                           "current_setting('max_worker_processes')::int").fetchone()
     if _local(conn):
-        wanted = (os.cpu_count() or 2) - 1
-    else:
-        wanted = server[0]
-    return max(0, min(wanted, server[0], server[1] - 1))
+        return max(0, min((os.cpu_count() or 2) - 1, server[1] - 1))
+    return max(0, min(server[0], server[1] - 1))
+
+
+def use_workers(conn, url: str) -> int:
+    """The caller's transaction set to build an index with parallel_workers (pgvector's HNSW, and GIN,
+    which PostgreSQL 18 builds in parallel): the maintenance workers, and the session's share of the
+    server's worker pool (a session setting, raised for this build only). Returns the workers."""
+    workers = parallel_workers(conn, url)
+    conn.execute(sql.SQL("SET LOCAL max_parallel_maintenance_workers = {}").format(sql.Literal(workers)))
+    if workers > conn.execute("SELECT current_setting('max_parallel_workers')::int").fetchone()[0]:
+        conn.execute(sql.SQL("SET LOCAL max_parallel_workers = {}").format(sql.Literal(workers)))
+    return workers
 
 
 def _local(conn) -> bool:
@@ -107,8 +117,6 @@ def build_hnsw(conn, url: str, table: sql.Composable, index: str, key: sql.Compo
     memory_kb, warning = memory_setting(graph_bytes(rows, value_bytes, m), memory_mb, current_kb)
     if warning:
         log.warning("%s: %s", label, warning)
-    workers = parallel_workers(conn, url)
-
     def notice(diag) -> None:
         log.warning("%s: %s", label, diag.message_primary)
 
@@ -116,7 +124,7 @@ def build_hnsw(conn, url: str, table: sql.Composable, index: str, key: sql.Compo
     try:
         with conn.transaction():
             conn.execute(sql.SQL("SET LOCAL maintenance_work_mem = {}").format(sql.Literal(f"{memory_kb}kB")))
-            conn.execute(sql.SQL("SET LOCAL max_parallel_maintenance_workers = {}").format(sql.Literal(workers)))
+            workers = use_workers(conn, url)
             log.info("%s: building an HNSW index over %s rows (%d parallel workers, %d MB for the graph)",
                      label, f"{rows:,}", workers, memory_kb // 1024)
             started = time.monotonic()

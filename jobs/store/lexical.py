@@ -1,87 +1,233 @@
 """BM25 through indexes, so a query's cost depends on the query and k, not on the collection's size.
 
-Exact BM25 (jobs/store/text_search.py) scores every chunk that shares a word with the query: a common
-word makes that most of the table. Here each chunk table carries its BM25 document weights as a pgvector
-`sparsevec` (the generated column `lex`, one dimension per lexeme; migration 007), and a query is the
-sparse vector of its lexemes' idf: their inner product is the chunk's BM25 score. Two indexes find the
-candidates, each where it is sound:
+The text is analysed once, on the Ray workers, by jobs/terms.py: each chunk row carries its term ids
+(`lex_terms`, sorted), their frequencies (`lex_tfs`) and its length in terms (`lex_length`), and the
+writers COPY them as plain columns. The database does no text work on the write path: no generated
+column, no per-row function. What the store keeps per chunk table:
 
-- a lexeme at most RARE_DF chunks hold: all of them, through the GIN index on `tsv` (exact, and few);
-- the rest: the HNSW index on `lex` (inner product), pgvector's own graph search. A graph walk finds
-  chunks that share the query's common words; for a word only a handful of chunks hold it can start
-  on chunks that share nothing with the query and never reach them, which is why rare words take the
-  first path.
+- `lex_terms` under a GIN index (int4[]): a term at most RARE_DF chunks hold finds all of them there
+  (exact, and few), and its document frequency is counted through it;
+- `lex`, the chunk's BM25 document weights as a pgvector `sparsevec` (one dimension per term id, the
+  1,000 heaviest at most: an HNSW index takes no more), computed here in numpy as the rows are COPYed,
+  under an HNSW index for inner product. A query is the sparse vector of its terms' idf, so the inner
+  product is the chunk's BM25 score; the graph walk finds the chunks that share the query's common
+  words (for a word only a handful of chunks hold it can start on chunks that share nothing with the
+  query and never reach them, which is why rare words take the GIN path).
 
-Scores are the sparse inner product. The document side's length normalisation uses the table's pivot
-(its mean length when the weights were last computed, `reconcile_pivot`), the query side the current
-N and document frequencies: N and the mean length from `lexical_totals`, which statement triggers keep
-as commits write (never a scan per query); a word's document frequency counted through the GIN index
-when it is rare, else estimated from PostgreSQL's own statistics of the column (`pg_stats`'
-most common elements, which ANALYZE keeps). While the pivot is the mean length, scores equal exact
-BM25 (`--exact`) up to float32 rounding.
+Length normalisation is BM25's, tf (k1 + 1) / (tf + k1 (1 - b + b dl / pivot)), with one pivot per
+chunk table: the mean length of the first batch committed into the empty table (a few hundred chunks
+of a run, or a sample of the whole table when an older table is upgraded), kept in `lexical_pivots`
+and fixed from then on, so no write ever rewrites the table (the pivot of pivoted length normalisation
+need only be near the mean length, and a table's mean moves little once it holds a run). Exact BM25
+(`--exact`, jobs/store/text_search.py) uses the same pivot, so indexed and exact scores agree up to
+float32 rounding.
+
+The query side uses the current N and document frequencies: N from `lexical_totals`, which statement
+triggers keep as commits write (they count rows and sum `lex_length`, no text work), and a term's
+document frequency counted through the GIN index when it is rare, else estimated from PostgreSQL's
+own statistics of `lex_terms` (`pg_stats`' most common elements, which ANALYZE keeps for arrays).
 """
 
 from __future__ import annotations
 
-import logging
 import math
-import re
-import time
+import struct
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from psycopg import sql
 
-log = logging.getLogger(__name__)
+from jobs.errors import DataFault
+from jobs.terms import DIMENSION, MAX_DIMS, analyse_chunk, bm25_weights, query_terms
 
-K1, B = 1.2, 0.75  # as in bm25_document (migration 007) and exact BM25 (text_search.py)
-RARE_DF = 1000  # a lexeme in at most this many chunks: its chunks are candidates through GIN
-DEFAULT_PIVOT = 40.0  # a new table's pivot until its first load says what its mean length is
-PIVOT_DRIFT = 0.2  # the weights are recomputed when the mean length moves this far from the pivot
+RARE_DF = 1000  # a term in at most this many chunks: its chunks are candidates through GIN
+DEFAULT_PIVOT = 40.0  # the pivot of a table no commit has set one for yet (an empty table)
 # HNSW candidates for the sparse ranking (at least its depth): a graph over sparse vectors walks
 # plateaus of equal (zero) scores, and a deeper candidate list finds more of exact BM25's first hits
 # for common words at about the same cost (docs/benchmarks.md, Scale).
 SPARSE_EF_SEARCH = 400
+LEX_COLUMNS = ("lex_terms", "lex_tfs", "lex_length")
+_INT4_OID = 23
 
 
-def column(schema: str, pivot: float, config: str) -> sql.Composable:
-    """The generated column's definition: the chunk's BM25 weights at `pivot`."""
-    return sql.SQL("lex sparsevec(1000000000) GENERATED ALWAYS AS ({}) STORED").format(
-        _expression(schema, pivot, config))
+class BadTerms(DataFault):
+    """A chunk whose lexical columns are not what jobs/terms.py makes (unsorted or unequal lists)."""
 
 
-def _expression(schema: str, pivot: float, config: str) -> sql.Composable:
-    return sql.SQL("{}(to_tsvector({}, coalesce(breadcrumb, '') || ' ' || coalesce(text, '')), {}::float8)").format(
-        sql.Identifier(schema, "bm25_document"), sql.Literal(config), sql.Literal(float(round(pivot, 3))))
+# ---- the write side: the rows' lexical columns, packed for binary COPY ------------------------------
+def fill(table: pa.Table) -> pa.Table:
+    """`table` with its lexical columns analysed where they are missing or null: rows from before the
+    analysis was part of the chunk contract (older Parquet), or from a tool that built rows by hand."""
+    have = all(c in table.column_names for c in LEX_COLUMNS)
+    if have and not any(table.column(c).null_count for c in LEX_COLUMNS):
+        return table
+    crumbs = table.column("breadcrumb").to_pylist() if "breadcrumb" in table.column_names else [None] * table.num_rows
+    texts = table.column("text").to_pylist()
+    old = {c: table.column(c).to_pylist() for c in LEX_COLUMNS} if have else None
+    out: dict[str, list] = {c: [] for c in LEX_COLUMNS}
+    for i, (crumb, text) in enumerate(zip(crumbs, texts)):
+        if old is not None and all(old[c][i] is not None for c in LEX_COLUMNS):
+            row = {c: old[c][i] for c in LEX_COLUMNS}
+        else:
+            row = analyse_chunk(crumb, text)
+        for c in LEX_COLUMNS:
+            out[c].append(row[c])
+    types = {"lex_terms": pa.list_(pa.int32()), "lex_tfs": pa.list_(pa.int32()), "lex_length": pa.int32()}
+    for c in LEX_COLUMNS:
+        values = pa.array(out[c], types[c])
+        table = table.set_column(table.column_names.index(c), c, values) if c in table.column_names \
+            else table.append_column(c, values)
+    return table
 
 
+def mean_length(table: pa.Table) -> float:
+    """The rows' mean length in terms (a pivot for a table that has none yet)."""
+    if not table.num_rows:
+        return DEFAULT_PIVOT
+    return float(pc.mean(table.column("lex_length")).as_py() or 0.0) or 1.0
+
+
+def _lists(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A list<int32> column as (flat values, offsets)."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    offsets = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    values = np.asarray(arr.values.to_numpy(zero_copy_only=False), dtype=np.int64)
+    return values[offsets[0]:offsets[-1]], offsets - offsets[0]
+
+
+def int4_arrays(column: pa.ChunkedArray | pa.Array) -> list[bytes]:
+    """Each row's list as PostgreSQL's binary int4[] (array_send: dimensions, flags, element type, each
+    dimension's length and lower bound, then a length and a value per element), built with numpy."""
+    values, offsets = _lists(column)
+    pairs = np.empty((len(values), 2), dtype=">i4")
+    pairs[:, 0], pairs[:, 1] = 4, values
+    flat = pairs.tobytes()
+    empty = struct.pack(">iii", 0, 0, _INT4_OID)
+    out = []
+    for start, end in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
+        n = end - start
+        out.append(struct.pack(">iiiii", 1, 0, _INT4_OID, n, 1) + flat[8 * start:8 * end] if n else empty)
+    return out
+
+
+def sparse_weights(table: pa.Table, pivot: float) -> list[bytes]:
+    """Each row's BM25 document weights at `pivot` as pgvector's binary sparsevec (sparsevec_send: the
+    dimension, the non-zeros, 0, then the 0-based indices and the float4 values), its MAX_DIMS heaviest
+    when it has more terms."""
+    terms, offsets = _lists(table.column("lex_terms"))
+    tfs, tf_offsets = _lists(table.column("lex_tfs"))
+    if not np.array_equal(offsets, tf_offsets):
+        raise BadTerms("lex_terms and lex_tfs hold lists of unequal length")
+    lengths = np.asarray(table.column("lex_length").to_numpy(zero_copy_only=False), dtype=np.float64)
+    counts = np.diff(offsets)
+    steps = np.diff(terms)
+    inner = np.ones(len(steps), dtype=bool)
+    inner[offsets[1:-1][offsets[1:-1] > 0] - 1] = False  # a step across two rows may go down
+    if len(terms) and (terms.min() < 1 or terms.max() > DIMENSION or (steps[inner] <= 0).any()):
+        raise BadTerms("lex_terms must be sorted distinct term ids in 1 .. 10^9 (jobs/terms.py)")
+    weights = bm25_weights(tfs, np.repeat(lengths, counts), pivot).astype(">f4")
+    indices = (terms - 1).astype(">i4")
+    flat_w, flat_i = weights.tobytes(), indices.tobytes()
+    out = []
+    for start, end in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
+        n = end - start
+        if n <= MAX_DIMS:
+            out.append(struct.pack(">iii", DIMENSION, n, 0) + flat_i[4 * start:4 * end] + flat_w[4 * start:4 * end])
+            continue
+        w = weights[start:end].astype(np.float64)
+        keep = np.sort(np.lexsort((indices[start:end], -w))[:MAX_DIMS])  # heaviest, then lowest id; in id order
+        out.append(struct.pack(">iii", DIMENSION, MAX_DIMS, 0) + indices[start:end][keep].tobytes()
+                   + weights[start:end][keep].tobytes())
+    return out
+
+
+# ---- the pivot --------------------------------------------------------------------------------------
+def pivot(conn, schema: str, table: str) -> float | None:
+    """The table's pivot (None: no commit has set one yet)."""
+    row = conn.execute(sql.SQL("SELECT pivot FROM {} WHERE chunk_table = %s").format(
+        sql.Identifier(schema, "lexical_pivots")), (table,)).fetchone()
+    return float(row[0]) if row else None
+
+
+def settle_pivot(conn, schema: str, table: str, mean: float, backfilled: bool = True) -> float:
+    """The table's pivot: `mean` if this is the first call for the table, else the one set before (two
+    first commits at once: the second waits on the first's row and takes its pivot)."""
+    pivots = sql.Identifier(schema, "lexical_pivots")
+    conn.execute(sql.SQL("INSERT INTO {} (chunk_table, pivot, backfilled) VALUES (%s, %s, %s) "
+                         "ON CONFLICT (chunk_table) DO NOTHING").format(pivots),
+                 (table, round(max(mean, 1.0), 3), backfilled))
+    return pivot(conn, schema, table)
+
+
+def pivot_of(conn, schema: str, table: str, rows: pa.Table) -> float:
+    """The table's pivot, or settle_pivot from `rows` if it has none yet."""
+    return pivot(conn, schema, table) or settle_pivot(conn, schema, table, mean_length(rows))
+
+
+def copy_pivot(conn, schema: str, source: str, target: str) -> None:
+    """`target` takes `source`'s pivot (a new embedding space of a collection: its rows and weights are
+    copied from the active space's, jobs/store/spaces.py)."""
+    conn.execute(sql.SQL("INSERT INTO {p} (chunk_table, pivot) SELECT %s, pivot FROM {p} WHERE chunk_table = %s "
+                         "ON CONFLICT (chunk_table) DO UPDATE SET pivot = EXCLUDED.pivot").format(
+        p=sql.Identifier(schema, "lexical_pivots")), (target, source))
+
+
+def forget_pivot(conn, schema: str, table: str) -> None:
+    """A table made anew starts without a pivot (its first commit sets one)."""
+    conn.execute(sql.SQL("DELETE FROM {} WHERE chunk_table = %s").format(sql.Identifier(schema, "lexical_pivots")),
+                 (table,))
+
+
+# ---- N and the mean length, kept by triggers ---------------------------------------------------------
 def install_triggers(conn, schema: str, table: str) -> None:
-    """Statement triggers that keep `lexical_totals` for `table`, seeded from one scan of it (the table
-    locked against writers meanwhile, so no statement is counted twice or missed)."""
+    """Statement triggers that keep `lexical_totals` for what leaves or changes in `table` (migration
+    011's lexical_count: rows and the sum of `lex_length`), seeded from one scan of it (the table locked
+    against writers meanwhile, so no statement is counted twice or missed). What COPY adds is counted by
+    the writer itself (add_totals, from the rows it sends): an INSERT trigger's transition table would
+    hold a copy of every row written, a fifth of a load's COPY time."""
     t = sql.Identifier(schema, table)
     fn = sql.Identifier(schema, "lexical_count")
-    totals = sql.Identifier(schema, "lexical_totals")
+    totals_t = sql.Identifier(schema, "lexical_totals")
     with conn.transaction():
         conn.execute(sql.SQL("LOCK TABLE {} IN SHARE ROW EXCLUSIVE MODE").format(t))
-        for op, ref in (("INSERT", "NEW TABLE AS new_rows"), ("DELETE", "OLD TABLE AS old_rows"),
-                        ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows")):
+        conn.execute(sql.SQL("DROP TRIGGER IF EXISTS lexical_insert ON {}").format(t))
+        for op, ref in (("DELETE", "OLD TABLE AS old_rows"), ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows")):
             conn.execute(sql.SQL("CREATE OR REPLACE TRIGGER {} AFTER {} ON {} REFERENCING {} FOR EACH STATEMENT "
                                  "EXECUTE FUNCTION {}()").format(
                 sql.Identifier(f"lexical_{op.lower()}"), sql.SQL(op), t, sql.SQL(ref), fn))
         conn.execute(sql.SQL("CREATE OR REPLACE TRIGGER lexical_truncate AFTER TRUNCATE ON {} FOR EACH STATEMENT "
                              "EXECUTE FUNCTION {}()").format(t, fn))
-        conn.execute(sql.SQL("DELETE FROM {} WHERE chunk_table = %s").format(totals), (table,))
-        conn.execute(sql.SQL("INSERT INTO {} SELECT %s, count(*), coalesce(sum(length(tsv)), 0) FROM {} "
-                             "WHERE NOT coalesce(omitted, false)").format(totals, t), (table,))
+        conn.execute(sql.SQL("DELETE FROM {} WHERE chunk_table = %s").format(totals_t), (table,))
+        conn.execute(sql.SQL("INSERT INTO {} SELECT %s, count(*), coalesce(sum(lex_length), 0) FROM {} "
+                             "WHERE NOT coalesce(omitted, false)").format(totals_t, t), (table,))
 
 
 def has_triggers(conn, schema: str, table: str) -> bool:
-    return conn.execute(
-        "SELECT count(*) FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid JOIN pg_namespace n "
+    """Whether `table` has today's triggers (an older table's INSERT trigger counts against it)."""
+    names = {r[0] for r in conn.execute(
+        "SELECT g.tgname FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid JOIN pg_namespace n "
         "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s AND g.tgname LIKE 'lexical\\_%%'",
-        (schema, table)).fetchone()[0] >= 4
+        (schema, table))}
+    return names == {"lexical_delete", "lexical_update", "lexical_truncate"}
+
+
+def add_totals(conn, schema: str, table: str, chunks: int, length: int) -> None:
+    """Rows a writer added to `table` (`chunks` not omitted, `length` their summed lex_length), in its
+    transaction: one appended row of `lexical_totals`, as the triggers append theirs."""
+    if chunks:
+        conn.execute(sql.SQL("INSERT INTO {} VALUES (%s, %s, %s)").format(sql.Identifier(schema, "lexical_totals")),
+                     (table, chunks, length))
+
+
+def table_names(conn, target: sql.Composable) -> tuple[str, str]:
+    """(schema, table) of a chunk table given by its identifier."""
+    return conn.execute("SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                        "WHERE c.oid = to_regclass(%s)", (target.as_string(conn),)).fetchone()
 
 
 def totals(conn, schema: str, table: str) -> tuple[int, float]:
-    """BM25's N and mean length in lexemes, as the triggers keep them (no scan of the chunk table)."""
+    """BM25's N and mean length in terms, as the triggers keep them (no scan of the chunk table)."""
     n, lexemes = conn.execute(sql.SQL("SELECT coalesce(sum(chunks), 0), coalesce(sum(lexemes), 0) FROM {} "
                                       "WHERE chunk_table = %s").format(sql.Identifier(schema, "lexical_totals")),
                               (table,)).fetchone()
@@ -99,107 +245,80 @@ def fold_totals(conn, schema: str, table: str) -> None:
             totals_t, totals_t), (table, table))
 
 
-def pivot(conn, schema: str, table: str) -> float | None:
-    """The pivot the table's `lex` column is computed with, read from the column's expression."""
-    row = conn.execute(
-        "SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d JOIN pg_attribute a ON a.attrelid = d.adrelid "
-        "AND a.attnum = d.adnum JOIN pg_class c ON c.oid = d.adrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE n.nspname = %s AND c.relname = %s AND a.attname = 'lex'", (schema, table)).fetchone()
-    if not row:
-        return None
-    return float(re.findall(r"\d+(?:\.\d+)?", row[0].rsplit(",", 1)[-1])[0])
-
-
-def reconcile_pivot(conn, schema: str, table: str, config: str, drift: float = PIVOT_DRIFT) -> bool:
-    """Recompute the weights at the table's current mean length when it has moved more than `drift`
-    (a fraction) from the pivot: the first load of a new table, or a collection whose chunks changed
-    size. A rewrite of the table (ALTER COLUMN … SET EXPRESSION), so it runs before the indexes are
-    built where it can. True when it rewrote."""
-    current = pivot(conn, schema, table)
-    n, mean = totals(conn, schema, table)
-    if current is None or n == 0 or abs(mean / current - 1) <= drift:
-        return False
-    started = time.monotonic()
-    conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN lex SET EXPRESSION AS ({})").format(
-        sql.Identifier(schema, table), _expression(schema, mean, config)))
-    log.info("%s: BM25 weights recomputed for a mean length of %.1f lexemes (were at %.1f) in %.1f s",
-             table, mean, current, time.monotonic() - started)
-    return True
-
-
-def _common(conn, schema: str, table: str) -> dict[str, float]:
-    """PostgreSQL's most common lexemes of the table's `tsv` with the share of rows holding each (ANALYZE's)."""
-    row = conn.execute("SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats "
-                       "WHERE schemaname = %s AND tablename = %s AND attname = 'tsv'", (schema, table)).fetchone()
+# ---- the read side -----------------------------------------------------------------------------------
+def _common(conn, schema: str, table: str) -> dict[int, float]:
+    """PostgreSQL's most common term ids of `lex_terms` with the share of rows holding each (ANALYZE's)."""
+    row = conn.execute("SELECT most_common_elems::text::int4[], most_common_elem_freqs FROM pg_stats "
+                       "WHERE schemaname = %s AND tablename = %s AND attname = 'lex_terms'", (schema, table)).fetchone()
     if not row or not row[0]:
         return {}
     return dict(zip(row[0], row[1]))
 
 
-def document_frequencies(conn, schema: str, table: str, lexemes: list[str], n: int) -> dict[str, int]:
-    """How many chunks hold each lexeme: ANALYZE's estimate for the common ones (it would take a count of
-    a large part of the table), a count through the GIN index for the rest."""
+def document_frequencies(conn, schema: str, table: str, terms: list[int], n: int) -> dict[int, int]:
+    """How many chunks hold each term: ANALYZE's estimate for the common ones (a count would read a large
+    part of the table), a count through the GIN index for the rest (one statement for all of them)."""
     common = _common(conn, schema, table)
-    out: dict[str, int] = {}
-    t = sql.Identifier(schema, table)
-    for lexeme in lexemes:
-        estimate = common.get(lexeme, 0.0) * n
+    out: dict[int, int] = {}
+    rare = []
+    for term in terms:
+        estimate = common.get(term, 0.0) * n
         if estimate > RARE_DF:
-            out[lexeme] = round(estimate)
+            out[term] = round(estimate)
         else:
-            out[lexeme] = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE tsv @@ %s::tsquery").format(t),
-                                       (_quoted(lexeme),)).fetchone()[0]
+            rare.append(term)
+    if rare:
+        out.update(conn.execute(sql.SQL(
+            "SELECT u.term, (SELECT count(*) FROM {} WHERE lex_terms @> ARRAY[u.term]) "
+            "FROM unnest(%s::int4[]) AS u(term)").format(sql.Identifier(schema, table)), (rare,)).fetchall())
     return out
-
-
-def _quoted(lexeme: str) -> str:
-    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def idf(df: int, n: int) -> float:
     return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
-def scores(conn, schema: str, table: str, query: str, limit: int, config: str,
+def query_vector(weights: dict[int, float]) -> str:
+    """A query's term weights as sparsevec text (1-based indices: a term id is its own index)."""
+    return "{" + ",".join(f"{t}:{w!r}" for t, w in sorted(weights.items())) + f"}}/{DIMENSION}"
+
+
+def scores(conn, schema: str, table: str, query: str, limit: int,
            where: sql.Composable | None = None) -> list[tuple[str, float]]:
     """(chunk id, BM25 score), best first, at most `limit`: candidates through the two indexes, scored by
     the sparse inner product, among the chunks `where` admits (a filter's condition; N and df stay the
     collection's). The caller's transaction may set hnsw.ef_search; it is raised to `limit`."""
     cond = sql.SQL("TRUE") if where is None else where
-    lexemes = [r[0] for r in conn.execute("SELECT DISTINCT lexeme FROM unnest(to_tsvector(%s::regconfig, %s))",
-                                          (config, query))]
-    if not lexemes:
+    terms = query_terms(query)
+    if not terms:
         return []
     n, _ = totals(conn, schema, table)
     if n == 0:
         return []
-    df = document_frequencies(conn, schema, table, lexemes, n)
-    weights = {lx: idf(f, n) for lx, f in df.items() if f > 0}
+    df = document_frequencies(conn, schema, table, terms, n)
+    weights = {t: idf(f, n) for t, f in df.items() if f > 0}
     if not weights:
         return []
     t = sql.Identifier(schema, table)
-    q = conn.execute(sql.SQL(
-        "SELECT ('{{' || string_agg(d || ':' || w, ',') || '}}/1000000000')::sparsevec FROM ("
-        "SELECT {}(l) AS d, sum(w)::real AS w FROM unnest(%s::text[], %s::float8[]) AS u(l, w) GROUP BY 1) s").format(
-        sql.Identifier(schema, "lexeme_dimension")), (list(weights), list(weights.values()))).fetchone()[0]
+    q = query_vector(weights)
     found: dict[str, float] = {}
     # This query's own candidate depth; the caller's setting (a vector ranking's) is put back after it.
     ef = conn.execute("SELECT current_setting('hnsw.ef_search', true)").fetchone()[0]
     wanted = max(limit, SPARSE_EF_SEARCH)
     if not ef or int(ef) < wanted:
         conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(wanted)))
-    rows = conn.execute(sql.SQL("SELECT chunk_id, -(lex <#> %(q)s) FROM {} WHERE {} ORDER BY lex <#> %(q)s "
-                                "LIMIT %(lim)s").format(t, cond),
+    rows = conn.execute(sql.SQL("SELECT chunk_id, -(lex <#> %(q)s::sparsevec) FROM {} WHERE {} "
+                                "ORDER BY lex <#> %(q)s::sparsevec LIMIT %(lim)s").format(t, cond),
                         {"q": q, "lim": limit}).fetchall()
     if ef and int(ef) < wanted:
         conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(int(ef))))
     for chunk, score in rows:
         if score > 0:
             found[chunk] = float(score)
-    rare = [lx for lx, f in df.items() if 0 < f <= RARE_DF]
+    rare = [term for term, f in df.items() if 0 < f <= RARE_DF]
     if rare:
         for chunk, score in conn.execute(sql.SQL(
-                "SELECT chunk_id, -(lex <#> %s) FROM {} WHERE tsv @@ %s::tsquery AND ({})").format(t, cond),
-                (q, " | ".join(_quoted(lx) for lx in rare))):
+                "SELECT chunk_id, -(lex <#> %s::sparsevec) FROM {} WHERE lex_terms && %s::int4[] AND ({})").format(
+                t, cond), (q, rare)):
             found[chunk] = float(score)
     return sorted(found.items(), key=lambda item: (-item[1], item[0]))[:limit]

@@ -28,6 +28,8 @@ from jobs.rows import storable
 from jobs.sources.changes import StoredDoc
 from jobs.store import arrow_copy, doc_vectors, hits, index_build, lexical, locks, shared_text, text_search, vector_index
 from jobs.store import filters as filters_
+from jobs.store import lexical_upgrade as upgrades
+from jobs.store import schema as schema_
 from jobs.store.arrow_copy import CHUNK_COLUMNS
 from jobs.store.chunk_view import SQL_TYPES as _SQL_TYPES
 from jobs.store.chunk_view import VIEW_COLUMNS  # noqa: F401 (part of this module's API)
@@ -36,6 +38,7 @@ from jobs.store.connection import connect, connect_with_backoff, reconnecting
 from jobs.store.names import chunk_table_name, index_name, lock_key
 from jobs.store.runs import RunRecords, UnknownCollection  # noqa: F401 (part of this module's API)
 from jobs.store.spaces import Collection, CollectionMismatch, EmbeddingSpaces
+from jobs.terms import DIMENSION
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +73,7 @@ class PgStore(RunRecords, EmbeddingSpaces):
         self._locks: dict[str, int] = {}  # collection -> advisory lock key held by this session
         self.owner_tokens: dict[str, str] = {}  # collection -> this run's owner token (locks.take_lease)
         self._depth = 0  # store calls in progress (only the outermost replays after a reconnect)
+        self._pivots: dict[str, float] = {}  # chunk table -> its BM25 pivot, once set (jobs/store/lexical.py)
         try:
             self.conn = self._connect()
         except psycopg.OperationalError as exc:
@@ -182,6 +186,12 @@ class PgStore(RunRecords, EmbeddingSpaces):
         self._register_vector()
         return applied_now
 
+    def check_schema(self) -> None:
+        """What a read does instead of migrate(): raise unless the schema is current (jobs/store/schema.py),
+        and read vectors as numpy arrays. Writes nothing, so a role that may only read can search."""
+        schema_.check(self.conn, self.schema)
+        self._register_vector()
+
     def _register_vector(self) -> None:
         if not self._vector_ready:
             register_vector(self.conn)
@@ -217,6 +227,7 @@ class PgStore(RunRecords, EmbeddingSpaces):
             self._ensure_doc_index(existing.chunk_table)
             self._ensure_hash_index(existing.chunk_table)
             self._ensure_embed_index(existing.chunk_table)
+            self.upgrade_lexical(existing)
             return existing
         coll = Collection(name, model, dimension, chunk_table_name(name, model, dimension))
         with self.conn.transaction():
@@ -234,15 +245,20 @@ class PgStore(RunRecords, EmbeddingSpaces):
         return self.get_collection(name)
 
     def _create_chunk_table(self, table: str, dimension: int) -> None:
+        """The contract's columns and `lex`, the BM25 weights the writers compute (jobs/store/lexical.py):
+        plain columns only, so nothing is computed per row inside the server as rows arrive."""
+        if self.conn.execute("SELECT to_regclass(%s)", (self._t(table).as_string(self.conn),)).fetchone()[0]:
+            return
         defs = []
         for name, typ in CHUNK_COLUMNS:
             pg_type = sql.SQL("vector({})").format(sql.Literal(dimension)) if typ == "vector" else sql.SQL(
                 _SQL_TYPES.get(typ, typ))
             extra = sql.SQL(" PRIMARY KEY") if name == "chunk_id" else sql.SQL("")
             defs.append(sql.SQL("{} {}{}").format(sql.Identifier(name), pg_type, extra))
-        defs.append(text_search.text_column())
-        defs.append(lexical.column(self.schema, lexical.DEFAULT_PIVOT, text_search.TEXT_CONFIG))
-        self.conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(self._t(table), sql.SQL(", ").join(defs)))
+        defs.append(sql.SQL("lex sparsevec({})").format(sql.Literal(DIMENSION)))
+        self.conn.execute(sql.SQL("CREATE TABLE {} ({})").format(self._t(table), sql.SQL(", ").join(defs)))
+        lexical.forget_pivot(self.conn, self.schema, table)  # a table of this name dropped earlier had its own
+        self._pivots.pop(table, None)
         lexical.install_triggers(self.conn, self.schema, table)
         # Metadata filters compile to containment tests (jobs/store/filters.py), which this index serves.
         self.conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (metadata jsonb_path_ops)").format(
@@ -250,6 +266,33 @@ class PgStore(RunRecords, EmbeddingSpaces):
         self._ensure_doc_index(table)
         self._ensure_hash_index(table)
         self._ensure_embed_index(table)
+
+    @reconnecting
+    def upgrade_lexical(self, coll: Collection) -> bool:
+        """Bring a chunk table from before text analysis left the database to today's shape
+        (jobs/store/lexical_upgrade.py): a write command's step, never a search's. True when it ran."""
+        if not upgrades.needed(self.conn, self.schema, coll.chunk_table):
+            return False
+        log.info("collection %s: analysing its chunks' terms outside the database (a one-time upgrade of %s)",
+                 coll.name, coll.chunk_table)
+        upgrades.upgrade(self.conn, self.schema, coll.chunk_table)
+        return True
+
+    @reconnecting
+    def lexical_ready(self, coll: Collection) -> bool:
+        """Whether the collection's table has today's lexical columns (False: its next ingest or load
+        upgrades it; text search needs them)."""
+        return not upgrades.needed(self.conn, self.schema, coll.chunk_table)
+
+    def _pivot(self, table: str, rows: pa.Table) -> float:
+        """The table's BM25 pivot: set by its first commit from `rows`' mean length, fixed after (cached)."""
+        found = self._pivots.get(table)
+        if found is None:
+            found = lexical.pivot(self.conn, self.schema, table)
+            if found is None:  # not remembered: the commit that sets it may yet roll back
+                return lexical.settle_pivot(self.conn, self.schema, table, lexical.mean_length(rows))
+            self._pivots[table] = found
+        return found
 
     def _ensure_embed_index(self, table: str) -> None:
         """The md5(embed_text) index vector reuse looks texts up by (jobs/store/known_vectors.py); an
@@ -283,8 +326,7 @@ class PgStore(RunRecords, EmbeddingSpaces):
 
     def ensure_indexes(self, coll: Collection, db) -> bool:
         """Every search index of the collection's table after a load (`db`: the config's database
-        section): BM25's first, since recomputing its weights rewrites the table. True when the vectors'
-        HNSW index was built now."""
+        section). True when the vectors' HNSW index was built now."""
         self.ensure_text_index(coll, db.hnsw_m, db.hnsw_ef_construction, db.index_memory_mb, after_load=True)
         return self.ensure_hnsw_index(coll, db.hnsw_m, db.hnsw_ef_construction, db.index_memory_mb, db.vector_index)
 
@@ -390,13 +432,21 @@ class PgStore(RunRecords, EmbeddingSpaces):
                     "DELETE FROM {} WHERE doc_id = ANY(%s) RETURNING doc_id, text_sha256").format(table), (ids,)):
                 old[doc].add(sha)
             of_doc, hashes = chunks.column("doc_id").to_pylist(), chunks.column("text_sha256").to_pylist()
-            keep = (shared_text.stored_mask(self.conn, table, of_doc, hashes, set().union(*old.values()))
-                    if share_text else [True] * chunks.num_rows)
+            chunks = lexical.fill(chunks)  # rows from before the terms were part of the contract
+            pivot = self._pivot(coll.chunk_table, chunks)
+
+            def copy(conn, target, rows):
+                return arrow_copy.copy_table(conn, target, rows, pivot)
+
+            if share_text:  # the stored rows' COPY, then their texts' locks (shared_text.copy_stored)
+                keep = shared_text.copy_stored(self.conn, table, chunks, set().union(*old.values()), copy)
+            else:
+                keep = [True] * chunks.num_rows
+                copy(self.conn, table, chunks)
             ids_col = chunks.column("chunk_id").to_pylist()
             copies = [(d, c, h) for d, c, h, k in zip(of_doc, ids_col, hashes, keep) if not k]
             shared_text.replace_copies(self.conn, registry, coll.name, ids, copies)
-            stored = chunks.filter(pa.array(keep, pa.bool_())) if copies else chunks
-            arrow_copy.copy_table(self.conn, table, stored)
+            stored = sum(keep)
             new: dict[str, set] = defaultdict(set)
             for d, h, k in zip(of_doc, hashes, keep):
                 if k:
@@ -406,7 +456,7 @@ class PgStore(RunRecords, EmbeddingSpaces):
             per_doc = Counter(d for d, k in zip(of_doc, keep) if k)
             self._set_documents(coll.name, [(doc, "done", per_doc[doc["doc_id"]], run_id, None) for doc in docs],
                                 keep_listing)
-        return Committed(stored.num_rows, len(copies), released)
+        return Committed(stored, len(copies), released)
 
     @reconnecting
     def read(self, fn, *args, **kwargs):
@@ -430,9 +480,11 @@ class PgStore(RunRecords, EmbeddingSpaces):
             if owner is not None:  # the fence, as for a commit
                 locks.check_lease(self.conn, self.schema, collection, owner)
             self.conn.execute(sql.SQL(
-                "INSERT INTO {} (run_id, collection, source_path, stage, error_class, message, retryable) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s)").format(self._t("errors")),
-                storable([run_id, collection, doc["source_path"], stage, error_class, message]) + [retryable])
+                "INSERT INTO {} (run_id, collection, source_path, stage, error_class, message, retryable, "
+                "content_sha256, pipeline_fingerprint) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)").format(
+                self._t("errors")),  # what it failed on: a document lost run after run settles (jobs/ingest.py)
+                storable([run_id, collection, doc["source_path"], stage, error_class, message]) + [
+                    retryable, doc.get("content_sha256"), doc.get("pipeline_fingerprint")])
             self.conn.execute(sql.SQL(
                 "UPDATE {} SET status = 'failed', last_error = %s, run_id = %s, failed_sha256 = %s, "
                 "failed_fingerprint = %s, updated_at = now() WHERE collection = %s AND source_path = %s").format(
@@ -501,37 +553,14 @@ class PgStore(RunRecords, EmbeddingSpaces):
     @reconnecting
     def ensure_text_index(self, coll: Collection, m: int = 16, ef_construction: int = 64,
                           memory_mb: int = DEFAULT_INDEX_MEMORY_MB, after_load: bool = False) -> bool:
-        """The full-text column and its GIN index, and the BM25 weights' column, totals and HNSW index
-        (jobs/store/lexical.py), built once the first load is in, like the vectors' HNSW, and before it.
-        `after_load` (a load's own call, ensure_indexes): the totals are folded and the weights
-        recomputed if the mean length drifted (a rewrite of the table); a search only makes sure the
-        parts exist. A table made before a column existed gets it here (one rewrite). True when the
-        GIN index was built now."""
-        table, name = self._t(coll.chunk_table), coll.chunk_table
-        if text_search.ensure_text_column(self.conn, table, name, self.schema):
-            log.info("collection %s: full-text column added to %s", coll.name, name)
-        if lexical.pivot(self.conn, self.schema, name) is None:
-            log.info("collection %s: adding BM25 weights to %s (one rewrite of the table)", coll.name, name)
-            self.conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN {}").format(
-                table, lexical.column(self.schema, lexical.DEFAULT_PIVOT, text_search.TEXT_CONFIG)))
-        if not lexical.has_triggers(self.conn, self.schema, name):
-            lexical.install_triggers(self.conn, self.schema, name)
-        if after_load:
-            lexical.fold_totals(self.conn, self.schema, name)
-            lexical.reconcile_pivot(self.conn, self.schema, name, text_search.TEXT_CONFIG)
-        built = False
-        if self.table_index(name, "gin", "tsv") is None:
-            text_search.create_text_index(self.conn, table, name)
-            built = True
-        n, mean = lexical.totals(self.conn, self.schema, name)
-        if n and self.table_index(name, "hnsw", "lex") is None:
-            index_build.build_hnsw(self.conn, self.url, table, index_name(name, "lex"),
-                                   sql.SQL("lex sparsevec_ip_ops"), n, 8 * min(mean, 1000) + 16, m,
-                                   ef_construction, memory_mb, f"collection {coll.name}, BM25 weights")
-            built = True
-        if built:
-            self.conn.execute(sql.SQL("ANALYZE {}").format(table))  # pg_stats' common lexemes (lexical.py)
-        return built
+        """BM25's indexes (jobs/store/lexical.py): the GIN index over `lex_terms` and the HNSW index over
+        the weights `lex`, built once the first load is in, like the vectors' HNSW, and before it; the
+        totals' triggers where a table lacks them. `after_load` (a load's own call, ensure_indexes): the
+        totals are folded into one row. A write command's step (DDL): a search never calls it. True when
+        an index was built now."""
+        self.upgrade_lexical(coll)
+        return upgrades.ensure_indexes(self.conn, self.url, self.schema, coll.chunk_table, self.table_index,
+                                       (m, ef_construction, memory_mb), after_load, f"collection {coll.name}")
 
     def search_many(self, coll: Collection, vectors, k: int, ef_search: int = 40, exact: bool = False,
                     queries: list[str] | None = None, mode: str = "vector",

@@ -73,7 +73,10 @@ class RunRecords:
         counts = dict(self.conn.execute(sql.SQL(
             "SELECT status, count(*) FROM {} WHERE collection = %s GROUP BY status").format(self._t("documents")),
             (collection,)).fetchall())
-        chunks = self.conn.execute(sql.SQL("SELECT count(*) FROM {}").format(self._t(coll.chunk_table))).fetchone()[0]
+        # The checkpoint rows count each document's stored chunks (in the transaction that stores them): a
+        # scan of the narrow documents table, not of the chunk table, after every run.
+        chunks = self.conn.execute(sql.SQL("SELECT coalesce(sum(chunk_count), 0) FROM {} WHERE collection = %s").format(
+            self._t("documents")), (collection,)).fetchone()[0]
         failed = self.conn.execute(sql.SQL(
             "SELECT source_path, last_error FROM {} WHERE collection = %s AND status = 'failed' ORDER BY source_path"
         ).format(self._t("documents")), (collection,)).fetchall()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 
+import pyarrow as pa
 from psycopg import sql
 
 log = logging.getLogger(__name__)
@@ -34,34 +35,74 @@ def ensure_hash_index(conn, table: sql.Composed, index: sql.Identifier) -> None:
 # The advisory-lock class of texts being committed (the two-int4 key space, apart from the collections'
 # bigint locks): parallel writers committing one text serialize on it, so exactly one becomes its holder.
 TEXT_LOCK_CLASS = 0x636D7478  # "cmtx"
+# A text's lock is its hash bucket's, one of TEXT_LOCK_BUCKETS: a transaction takes at most this many
+# locks, however many texts it commits. One lock per text filled the server's lock table (sized
+# max_locks_per_transaction × backends, 64 × ~120 by default, with some slack) with one commit of
+# 12,000-16,000 distinct texts: "out of shared memory". At 512 a writer the table holds 15 writers'.
+# Two commits with a bucket in common wait for each other; a commit takes its locks after its COPY
+# (copy_stored), so what waits is the short check-and-record at its end, not the COPY.
+TEXT_LOCK_BUCKETS = 512
 
 
-def lock_texts(conn, hashes: list[str]) -> None:
-    """Transaction-level locks on these texts (hex sha256s), taken in one order, so two transactions
-    locking overlapping sets wait for each other instead of deadlocking. Released at commit."""
-    keys = sorted({int(h[:8], 16) - (1 << 31) for h in hashes if h})
+def lock_buckets(hashes) -> list[int]:
+    """The sorted lock keys of these texts (hex sha256s): their buckets."""
+    return sorted({int(h[:8], 16) % TEXT_LOCK_BUCKETS for h in hashes if h})
+
+
+def lock_texts(conn, hashes) -> None:
+    """Transaction-level locks on these texts' buckets, taken in one order, so two transactions locking
+    overlapping sets wait for each other instead of deadlocking. Released at commit."""
+    keys = lock_buckets(hashes)
     if keys:
         # unnest keeps the array's (sorted) order, and the server runs every call before it answers.
         conn.execute("SELECT pg_advisory_xact_lock(%s, k) FROM unnest(%s::int4[]) AS k", (TEXT_LOCK_CLASS, keys))
 
 
+def held_query(table: sql.Composed) -> sql.Composed:
+    """Which of these texts (%s: hashes) a document other than these (%s: doc ids) holds: through the
+    text_sha256 index, a few probes per commit, whatever the collection's size."""
+    return sql.SQL("SELECT DISTINCT text_sha256 FROM {} WHERE text_sha256 = ANY(%s) AND doc_id <> ALL(%s)").format(table)
+
+
 def stored_mask(conn, table: sql.Composed, doc_ids: list[str], hashes: list[str],
-                dropped: set[str] | frozenset = frozenset()) -> list[bool]:
+                dropped: set[str] | frozenset = frozenset(), *, lock: bool = True) -> list[bool]:
     """For chunk rows (their documents and text hashes, in commit order), whether each is stored (True)
     or a copy of text another document holds: one committed before, or an earlier document of the same
-    commit. The same text twice in one document is kept. Call with the committing documents' old chunks
-    already deleted, inside their transaction, so "another document" is everything left. `dropped`:
-    the hashes of those old chunks, locked with the new ones in one sorted call, so a writer that
-    stops holding a text and one that records a copy of it cannot both decide before either commits
-    (and leave the text held by nobody)."""
+    commit. The same text twice in one document is kept; rows of the committing documents themselves
+    (already in the table when their COPY went first) hold nothing here. Call inside the commit's
+    transaction with the committing documents' old chunks already deleted, so "another document" is
+    everything left. `dropped`: the hashes of those old chunks, locked with the new ones in one sorted
+    call, so a writer that stops holding a text and one that records a copy of it cannot both decide
+    before either commits (and leave the text held by nobody). `lock=False`: a guess without locks (the
+    COPY's, made before the locked answer that settles it)."""
     distinct = sorted(set(hashes))
-    lock_texts(conn, sorted(set(distinct) | set(dropped)))
+    if lock:
+        lock_texts(conn, set(distinct) | set(dropped))
     if not hashes:
         return []
-    held = {r[0] for r in conn.execute(sql.SQL(
-        "SELECT DISTINCT text_sha256 FROM {} WHERE text_sha256 = ANY(%s)").format(table), (distinct,))}
+    held = {r[0] for r in conn.execute(held_query(table), (distinct, sorted(set(doc_ids))))}
     holder: dict[str, str] = {}
     return [h not in held and holder.setdefault(h, d) == d for d, h in zip(doc_ids, hashes)]
+
+
+def copy_stored(conn, table: sql.Composed, chunks: pa.Table, dropped: set[str], copy) -> list[bool]:
+    """COPY the rows of `chunks` (one commit's, with doc_id and text_sha256) that hold their text, by
+    `copy(conn, table, rows)`; returns which rows are stored (stored_mask). The COPY goes first, on a
+    guess made without locks, so that the text locks are held only for the check that settles it: a
+    row the locked check finds another commit now holds is deleted again, a row it finds released
+    meanwhile is copied then; both are rare (two commits of one text at the same moment)."""
+    of_doc, hashes = chunks.column("doc_id").to_pylist(), chunks.column("text_sha256").to_pylist()
+    guess = stored_mask(conn, table, of_doc, hashes, lock=False)
+    copy(conn, table, chunks.filter(pa.array(guess, pa.bool_())) if not all(guess) else chunks)
+    keep = stored_mask(conn, table, of_doc, hashes, dropped)
+    ids = chunks.column("chunk_id").to_pylist()
+    late = [c for c, g, k in zip(ids, guess, keep) if g and not k]
+    if late:
+        conn.execute(sql.SQL("DELETE FROM {} WHERE chunk_id = ANY(%s)").format(table), (late,))
+    missing = [k and not g for g, k in zip(guess, keep)]
+    if any(missing):
+        copy(conn, table, chunks.filter(pa.array(missing, pa.bool_())))
+    return keep
 
 
 def record_copies(conn, registry: sql.Composed, collection: str, doc_id: str, copies: list[dict]) -> None:

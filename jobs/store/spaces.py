@@ -29,7 +29,7 @@ from psycopg import sql
 
 from jobs.errors import UserError
 from jobs.model_refs import split_ref
-from jobs.store import arrow_copy, doc_vectors
+from jobs.store import arrow_copy, doc_vectors, lexical
 from jobs.store.arrow_copy import CHUNK_COLUMNS
 from jobs.store.connection import reconnecting
 from jobs.store.names import chunk_table_name, reuse_table_name
@@ -107,6 +107,8 @@ class EmbeddingSpaces:
                 self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t(table)))
                 doc_vectors.drop(self.conn, self.schema, table)
             self._create_chunk_table(table, dimension)
+            # The space's BM25 weights are the active space's (same terms, same pivot): copied, not recomputed.
+            lexical.copy_pivot(self.conn, self.schema, active.chunk_table, table)
             self._record_space(space, "building")
         return space
 
@@ -228,17 +230,21 @@ class EmbeddingSpaces:
         database. Returns (documents, chunks) copied."""
         if not self.has_reuse(space):
             return 0, 0
-        cols = [c for c, _ in CHUNK_COLUMNS]
+        cols = [c for c, _ in CHUNK_COLUMNS] + ["lex"]  # lex: the weights, at the pivot the space shares
         picks = [sql.SQL("r.embedding") if c == "embedding" else sql.Literal(space.embedding_model)
                  if c == "embedding_model" else sql.Identifier("a", c) for c in cols]
         missing = self._missing(active, space, reuse=True)
         with self.conn.transaction():
-            return tuple(self.conn.execute(sql.SQL(
+            docs, rows, counted, length = self.conn.execute(sql.SQL(
                 "WITH unchanged AS (SELECT a.doc_id FROM {} GROUP BY a.doc_id HAVING bool_and(r.chunk_id IS NOT NULL)), "
                 "copied AS (INSERT INTO {} ({}) SELECT {} FROM {} AND a.doc_id IN (SELECT doc_id FROM unchanged) "
-                "RETURNING doc_id) SELECT count(DISTINCT doc_id), count(*) FROM copied").format(
+                "RETURNING doc_id, omitted, lex_length) SELECT count(DISTINCT doc_id), count(*), "
+                "count(*) FILTER (WHERE NOT coalesce(omitted, false)), "
+                "coalesce(sum(lex_length) FILTER (WHERE NOT coalesce(omitted, false)), 0) FROM copied").format(
                 missing, self._t(space.chunk_table), sql.SQL(", ").join(sql.Identifier(c) for c in cols),
-                sql.SQL(", ").join(picks), missing)).fetchone())
+                sql.SQL(", ").join(picks), missing)).fetchone()
+            lexical.add_totals(self.conn, self.schema, space.chunk_table, counted, length)  # as copy_table counts
+            return docs, rows
 
     @reconnecting
     def drop_reuse(self, space: Collection) -> None:

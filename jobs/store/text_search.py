@@ -1,16 +1,13 @@
 """Full-text search over a chunk table, and its fusion with vector search.
 
 A small embedder blurs identifiers: an option name, a type, a version, a product word that only a
-few pages carry. PostgreSQL's own text search finds them: every chunk table has a generated
-`tsv` column (its breadcrumb and text, stemmed) under a GIN index, and queries are ranked by
-BM25 (Robertson's weighting, k1 = 1.2, b = 0.75), which `ts_rank` leaves out: through the indexes
-of jobs/store/lexical.py, or, for evaluation (`--exact`), computed in SQL here over every chunk that
-shares a word with the query. `hybrid` fuses the BM25 ranking with the vector ranking by
-reciprocal rank fusion (Cormack et al.; its constant below). The vectors stay where they were: a plain
-`ORDER BY embedding <=> …` query still works on the same table.
-
-Scores are per chunk; a chunk's length is its number of distinct lexemes (what `length(tsvector)`
-gives), a close enough stand-in for its token count.
+few pages carry. BM25 (Robertson's weighting, k1 = 1.2, b = 0.75) finds them: every chunk row carries
+its terms, analysed on the workers (jobs/terms.py: stemmed words, identifiers whole and split), and
+queries are ranked through the indexes of jobs/store/lexical.py, or, for evaluation (`--exact`),
+computed in SQL here over every chunk that shares a term with the query, from the stored terms, their
+frequencies and the chunk's length, with the table's pivot (so both agree). `hybrid` fuses the BM25
+ranking with the vector ranking by reciprocal rank fusion (Cormack et al.; its constant below). The
+vectors stay where they were: a plain `ORDER BY embedding <=> …` query still works on the same table.
 """
 
 from __future__ import annotations
@@ -20,10 +17,10 @@ from psycopg import sql
 
 from jobs.store import hits, lexical, vector_index
 from jobs.store.doc_vectors import doc_ranking
-from jobs.store.names import index_name
+from jobs.terms import K1, B, query_terms
 
 MODES = ("vector", "text", "hybrid", "hybrid-doc")  # hybrid-doc: jobs/store/doc_vectors.py
-TEXT_CONFIG = "english"  # the stemmer and stop words of the generated column; fixed per table when it is made
+TEXT_CONFIG = "english"  # PostgreSQL's text-search configuration of the passages (jobs/store/hits.py)
 # Reciprocal rank fusion's constant, 1 / (RRF_K + rank). The paper's 60 suits many rankers; with two,
 # a small one lets each ranking's first hits lead. Measured on three dev sets (page hit@5, default
 # chunks): k = 60 -> openshift 0.912, hugo described 0.513, XQuAD 0.992; k = 1..5 -> 0.952-0.957,
@@ -36,53 +33,29 @@ DEPTH = 50  # candidates taken from each ranking before fusing (at least k)
 # make eval's collections: openshift-docs page @5 0.966 at 100, 0.969 at 200 and exact; hugo,
 # PowerShell and XQuAD equal to exact at both).
 FUSED_EF_SEARCH = 4 * DEPTH
-K1, B = 1.2, 0.75
 TRUE = sql.SQL("TRUE")  # the condition of no filter
 
 
-def text_column(config: str = TEXT_CONFIG) -> sql.Composable:
-    """The generated column's definition, for CREATE TABLE and ALTER TABLE ADD COLUMN."""
-    return sql.SQL("tsv tsvector GENERATED ALWAYS AS "
-                   "(to_tsvector({}, coalesce(breadcrumb, '') || ' ' || coalesce(text, ''))) STORED").format(
-        sql.Literal(config))
-
-
-def ensure_text_column(conn, table: sql.Composed, name: str, schema: str) -> bool:
-    """Add the column to a chunk table made before it existed (a one-time rewrite of the table).
-    Returns True when it was added now."""
-    has = conn.execute("SELECT 1 FROM information_schema.columns WHERE table_schema = %s AND table_name = %s "
-                       "AND column_name = 'tsv'", (schema, name)).fetchone()
-    if has:
-        return False
-    conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {}").format(table, text_column()))
-    return True
-
-
-def create_text_index(conn, table: sql.Composed, name: str) -> None:
-    conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (tsv)").format(
-        sql.Identifier(index_name(name, "tsv")), table))
-
-
-def corpus_stats(conn, table: sql.Composed) -> tuple[int, float]:
-    """How many embedded chunks there are and their mean length in lexemes: BM25's N and avgdl."""
-    n, avgdl = conn.execute(sql.SQL("SELECT count(*), avg(length(tsv)) FROM {} WHERE NOT omitted").format(
-        table)).fetchone()
-    return int(n), float(avgdl or 1.0)
+def corpus_stats(conn, schema: str, name: str) -> tuple[int, float]:
+    """How many embedded chunks there are (counted) and the table's pivot: exact BM25's N and avgdl."""
+    n = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE NOT omitted").format(
+        sql.Identifier(schema, name))).fetchone()[0]
+    return int(n), lexical.pivot(conn, schema, name) or lexical.DEFAULT_PIVOT
 
 
 # Each CTE is materialized: inlined, the planner re-runs the tsvector unnest once per query lexeme.
 _BM25 = """
 WITH qd AS MATERIALIZED (
-    SELECT l.lexeme, (SELECT count(*) FROM {t} WHERE tsv @@ quote_literal(l.lexeme)::tsquery) AS df
-    FROM (SELECT DISTINCT lexeme FROM unnest(to_tsvector({config}, %(q)s))) l),
-orq AS MATERIALIZED (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS q FROM qd WHERE df > 0),
-cand AS MATERIALIZED (SELECT c.chunk_id, c.tsv, length(c.tsv) AS dl FROM {t} c, orq
-                      WHERE c.tsv @@ orq.q AND NOT c.omitted AND ({where})),
-terms AS MATERIALIZED (SELECT c.chunk_id, c.dl, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf
-                       FROM cand c CROSS JOIN LATERAL unnest(c.tsv) u)
+    SELECT u.term, (SELECT count(*) FROM {t} WHERE lex_terms @> ARRAY[u.term] AND NOT omitted) AS df
+    FROM unnest(%(terms)s::int4[]) AS u(term)),
+qt AS MATERIALIZED (SELECT array_agg(term) AS terms FROM qd WHERE df > 0),
+cand AS MATERIALIZED (SELECT c.chunk_id, c.lex_terms, c.lex_tfs, c.lex_length AS dl FROM {t} c, qt
+                      WHERE c.lex_terms && qt.terms AND NOT c.omitted AND ({where})),
+terms AS MATERIALIZED (SELECT c.chunk_id, c.dl, u.term, u.tf
+                       FROM cand c CROSS JOIN LATERAL unnest(c.lex_terms, c.lex_tfs) AS u(term, tf))
 SELECT t.chunk_id, sum(ln(1 + (%(n)s - qd.df + 0.5) / (qd.df + 0.5))
                        * t.tf * ({k1} + 1) / (t.tf + {k1} * (1 - {b} + {b} * t.dl / %(avgdl)s))) AS score
-FROM terms t JOIN qd ON qd.lexeme = t.lexeme
+FROM terms t JOIN qd ON qd.term = t.term
 GROUP BY t.chunk_id
 ORDER BY score DESC, t.chunk_id
 LIMIT %(lim)s"""
@@ -93,10 +66,13 @@ _HITS = "SELECT chunk_id, source_path, heading_path, text FROM {t} WHERE chunk_i
 def bm25_scores(conn, table: sql.Composed, query: str, limit: int, stats: tuple[int, float],
                 where: sql.Composable | None = None) -> list[tuple[str, float]]:
     """(chunk id, BM25 score), best first, of the chunks `where` admits (jobs/store/filters.py; N and
-    avgdl stay the collection's)."""
-    stmt = sql.SQL(_BM25).format(t=table, config=sql.Literal(TEXT_CONFIG), k1=sql.Literal(K1), b=sql.Literal(B),
-                                 where=TRUE if where is None else where)
-    return [(r[0], float(r[1])) for r in conn.execute(stmt, {"q": query, "n": stats[0], "avgdl": stats[1], "lim": limit})]
+    the pivot, `stats` from corpus_stats, stay the collection's)."""
+    terms = query_terms(query)
+    if not terms:
+        return []
+    stmt = sql.SQL(_BM25).format(t=table, k1=sql.Literal(K1), b=sql.Literal(B), where=TRUE if where is None else where)
+    return [(r[0], float(r[1])) for r in conn.execute(stmt, {"terms": terms, "n": stats[0], "avgdl": max(stats[1], 1.0),
+                                                             "lim": limit})]
 
 
 def vector_scores(conn, table: sql.Composed, vector, limit: int, index: tuple[str, int] = ("vector", 0),
@@ -211,11 +187,11 @@ def search(conn, schema: str, name: str, mode: str, queries: list[str] | None, v
             vector_index.iterative_scans(conn)
         if exact:
             conn.execute("SET LOCAL enable_indexscan = off")
-            stats = corpus_stats(conn, table)
+            stats = corpus_stats(conn, schema, name)
 
             def bm25(query: str, limit: int) -> list[tuple[str, float]]:
                 return bm25_scores(conn, table, query, limit, stats, where)
         else:
             def bm25(query: str, limit: int) -> list[tuple[str, float]]:
-                return lexical.scores(conn, schema, name, query, limit, TEXT_CONFIG, where)
+                return lexical.scores(conn, schema, name, query, limit, where)
         return [ranked_search(conn, table, mode, q, v, k, bm25, docs, index, where) for q, v in zip(queries, vectors)]

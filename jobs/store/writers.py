@@ -49,6 +49,7 @@ import pyarrow.compute as pc
 from psycopg import sql
 
 from jobs.errors import DataFault, InternalError, UserError, bug_report
+from jobs.store import faults
 from jobs.store.connection import connect_with_backoff, reconnecting
 from jobs.store.locks import OwnershipLost
 from jobs.store.parquet import PartWriter
@@ -83,11 +84,16 @@ TRANSIENT_FAULTS = frozenset({
 
 class WriterFailed(UserError, RuntimeError):
     """A write task stopped for a reason of its own, not one document's: the run stops (one line; the
-    task's traceback is in the log). `database`: the server or the connection to it was the reason."""
+    task's traceback is in the log). `database`: the server or the connection to it was the reason;
+    `resumable`: the same command can get past it (jobs/store/faults.py)."""
 
-    def __init__(self, message: str, database: bool = False):
+    def __init__(self, message: str, database: bool = False, resumable: bool = True):
         super().__init__(message)
-        self.database = database
+        self.database, self.resumable = database, resumable
+
+
+def _one_line(text: str) -> str:
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 @dataclass
@@ -304,14 +310,17 @@ class DocumentWriter:
         try:
             self._write(blocks, task, stats)
         except OwnershipLost as exc:  # fenced: another run owns the collection, nothing of this one is wrong
-            log.warning("%s writer %d stopped: %s", self.label, task, exc)
+            # Not a warning: the driver says it once, as its last line, and a worker's warning reaches the
+            # driver's terminal after it (Ray forwards worker output as it comes).
+            log.info("%s writer %d stopped: %s", self.label, task, exc)
             stats.fatal.append({"error_class": type(exc).__name__, "message": str(exc), "database": False,
                                 "fenced": True})
         except Exception as exc:  # returned, not raised: Ray Data would drop the block and its counts
             log.exception("%s writer %d stopped", self.label, task)
             stats.fatal.append({"error_class": type(exc).__name__, "message": str(exc).strip() or repr(exc),
                                 "database": isinstance(exc, (psycopg.Error, ConnectionError)),
-                                "bug": bug_report(exc)})
+                                "bug": bug_report(exc), "advice": faults.advice(exc),
+                                "resumable": faults.resumable(exc)})
         return stats
 
     def _write(self, blocks: Iterable[pa.Table], task: int, stats: SinkStats) -> None:
@@ -338,15 +347,25 @@ class DocumentWriter:
             stats.duplicate_rows += gathered.repeats
 
     def _commit_ready(self, store: PgStore, ready: list[pa.Table], stats: SinkStats, task: int) -> None:
-        """The waiting documents, at most `batch_documents` to a transaction: a block of many small
-        documents arrives whole, and one transaction for all of it would move the progress in one jump."""
+        """The waiting documents, in transactions of at most `batch_rows` rows (a document larger than
+        that alone) and `batch_documents` documents: a block arrives whole, and a Parquet part of 60k
+        rows in one transaction would hold its work, and the progress, in one jump."""
         table = pa.concat_tables(ready)
-        docs = _split_documents(table) if self.batch_documents else []
-        if len(docs) <= (self.batch_documents or 0) or not self.batch_documents:
+        limit_docs = self.batch_documents or float("inf")
+        if table.num_rows <= self.batch_rows and (not self.batch_documents or
+                                                  pc.count_distinct(table.column("doc_id")).as_py() <= limit_docs):
             self._commit(store, table, stats, task)
             return
-        for i in range(0, len(docs), self.batch_documents):
-            self._commit(store, pa.concat_tables([rows for _, rows in docs[i:i + self.batch_documents]]), stats, task)
+        group: list[pa.Table] = []
+        rows = 0
+        for _, doc in _split_documents(table):
+            if group and (rows + doc.num_rows > self.batch_rows or len(group) >= limit_docs):
+                self._commit(store, pa.concat_tables(group), stats, task)
+                group, rows = [], 0
+            group.append(doc)
+            rows += doc.num_rows
+        if group:
+            self._commit(store, pa.concat_tables(group), stats, task)
 
     def _commit(self, store: PgStore, table: pa.Table, stats: SinkStats, task: int) -> None:
         """Whole documents (contiguous rows): error documents recorded; the rest into a Parquet part, then
@@ -431,9 +450,13 @@ class DocumentWriter:
             raise InternalError(f"{len(self.stats.fatal)} write task(s) stopped on a bug; the first: {bugs[0]}")
         if self.stats.fatal:
             first = self.stats.fatal[0]
+            # Resumable only when every task's fault is: one a rerun cannot get past says what must change.
+            stuck = next((f for f in self.stats.fatal if not f.get("resumable", True)), None)
+            advice = stuck["advice"] if stuck else "run the same command again to resume"
             raise WriterFailed(f"{len(self.stats.fatal)} write task(s) stopped; the first: {first['error_class']}: "
-                               f"{first['message']}. Committed documents are kept; the rest stay pending: run the "
-                               "same command again to resume", database=any(f["database"] for f in self.stats.fatal))
+                               f"{_one_line(first['message'])}. Committed documents are kept; the rest stay "
+                               f"pending: {advice}", database=any(f["database"] for f in self.stats.fatal),
+                               resumable=stuck is None)
         with WriterStore(self.url, self.schema, application_name=f"{self.label} assemble",
                          reconnect_seconds=self.reconnect_seconds) as store:
             self.assemble(store)

@@ -409,14 +409,19 @@ def _index_rows(index: dict) -> list[tuple[str, str]]:
     """Index health measured in the database after the load, as (metric, value) text."""
     tokens = index.get("tokens") or {}
     dup = index.get("duplicate_neighbour_rate")
+    # A large collection's figures come from a bounded sample (jobs/checks/index_metrics.py): say so.
+    rows = (index.get("sampled") or {}).get("rows")
+    of = f" (sample of {rows:,} chunks)" if rows else ""
+    probes = (index.get("sampled") or {}).get("duplicate_probes")
     return [
         ("vectors", _num(index.get("vectors"))),
-        ("empty vector rate", f"{index.get('empty_vector_rate', 0):.2%}"),
-        (f"duplicate-neighbour rate (cosine > {_text(index.get('near_duplicate_cosine'))})",
+        ("empty vector rate" + of, f"{index.get('empty_vector_rate', 0):.2%}"),
+        (f"duplicate-neighbour rate (cosine > {_text(index.get('near_duplicate_cosine'))})"
+         + (f" (sample of {probes:,} chunks)" if probes else ""),
          "-" if dup is None else f"{dup:.2%} ({_text(index.get('method'))})"),
-        ("tokens: median / p95 / max", " / ".join(_text(tokens.get(k)) for k in ("median", "p95", "max"))),
-        ("near-zero token share", f"{index.get('near_zero_share', 0):.2%}"),
-        ("at-limit token share", "-" if index.get("at_limit_share") is None else f"{index['at_limit_share']:.2%}"),
+        ("tokens: median / p95 / max" + of, " / ".join(_text(tokens.get(k)) for k in ("median", "p95", "max"))),
+        ("near-zero token share" + of, f"{index.get('near_zero_share', 0):.2%}"),
+        ("at-limit token share" + of, "-" if index.get("at_limit_share") is None else f"{index['at_limit_share']:.2%}"),
         ("text shared across documents (stored once)", _shared(index.get("shared_text"))),
     ]
 

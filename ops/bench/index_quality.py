@@ -76,11 +76,10 @@ def rankings(store, coll, questions, model) -> tuple[list[dict], dict]:
     out = []
     with store.conn.transaction():
         store.conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(FUSED_EF_SEARCH)))
-        stats = text_search.corpus_stats(store.conn, table)
+        stats = text_search.corpus_stats(store.conn, store.schema, coll.chunk_table)
         for q, v in zip(questions, vectors):
             r = {"exact": text_search.bm25_scores(store.conn, table, q.question, DEPTH, stats),
-                 "indexed": lexical.scores(store.conn, store.schema, coll.chunk_table, q.question, DEPTH,
-                                           text_search.TEXT_CONFIG)}
+                 "indexed": lexical.scores(store.conn, store.schema, coll.chunk_table, q.question, DEPTH)}
             for kind in KINDS:
                 r[kind] = text_search.vector_scores(store.conn, table, v, DEPTH, (kind, coll.dimension))
             out.append(r)

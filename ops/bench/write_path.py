@@ -6,7 +6,7 @@ binary COPY of the same rows, in the same run, and the loading process's peak RS
 A default ingest of the first BENCH_WRITE_FILES hugo-docs pages gives a run directory; its Parquet is
 copied BENCH_WRITE_COPIES times (distinct paths, chunk ids and text hashes, so every copy's rows are
 really inserted, none recorded as shared text). Each side loads the same rows into a fresh chunk table
-of the chunk table's shape (generated full-text column, doc_id and text_sha256 indexes):
+of the chunk table's shape (its terms and BM25 weights as plain columns, doc_id and text_sha256 indexes):
 
 - raw COPY: one connection, one `COPY … FROM STDIN (FORMAT BINARY)` per Parquet part, fed by the same
   Arrow-to-COPY conversion the writers use (jobs/store/arrow_copy.py), then the HNSW build;

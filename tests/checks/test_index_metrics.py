@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 from psycopg import sql
 
+from jobs.checks import index_metrics as index_metrics_module
 from jobs.checks.index_metrics import index_metrics
+from jobs.store import arrow_copy
 from jobs.store.names import index_name
 from tests.factories import chunk_row, doc_row, unit_vector
 
@@ -189,3 +191,63 @@ def test_empty_collection(store):
     assert m["tokens"] == {"n": 0, "median": None, "p95": None, "max": None}
     assert m["near_zero_share"] == 0.0 and m["at_limit_share"] == 0.0
     assert m["warnings"] == []
+
+
+def _pairs_collection(store, name, docs=100, per_doc=20, dim=64, copies=True):
+    """`docs` documents of `per_doc` random chunks, committed together; every fifth document (1, 6, 11, …)
+    repeats the vectors of the one before it (other texts): 2 × docs/5 documents' chunks are duplicates.
+    One chunk in ten has 2 tokens (near zero). Without `copies` every document is its own."""
+    rng = np.random.default_rng(7)
+    coll = store.ensure_collection(name, "m", dim)
+    heads, rows, previous = [], [], None
+    for d in range(docs):
+        vectors = previous if copies and d % 5 == 1 else rng.normal(size=(per_doc, dim)).astype(np.float32)
+        doc = f"{name}-d{d}"
+        heads.append(_doc(doc))
+        rows += [_chunk(doc, i, f"{doc} text {i}", v, name, 2 if (d * per_doc + i) % 10 == 0 else 40)
+                 for i, v in enumerate(vectors)]
+        previous = vectors
+    store.commit_documents(coll, heads, arrow_copy.rows_table(rows), "r1")
+    store.conn.execute(f"ANALYZE corpusmill.{coll.chunk_table}")
+    return coll, docs * per_doc, 2 * (docs // 5) * per_doc if copies else 0
+
+
+def test_a_large_collection_is_measured_from_a_bounded_sample(store, monkeypatch):
+    """Above SAMPLE_ROWS the figures come from a block sample of about that many rows (what the upkeep
+    after a one-page edit into a large collection reads), the count of vectors stays exact, and the
+    sampled shares stay near the whole table's."""
+    coll, n, duplicates = _pairs_collection(store, "qa_idx_sampled")
+    exact = index_metrics(store, coll, token_limit=512)
+    assert exact["sampled"] == {"rows": None, "figures": [], "duplicate_probes": None}
+    assert exact["near_zero_share"] == pytest.approx(0.1) and exact["duplicate_neighbour_rate"] == duplicates / n
+    monkeypatch.setattr(index_metrics_module, "SAMPLE_ROWS", n // 4)
+    m = index_metrics(store, coll, token_limit=512)
+    assert m["vectors"] == n  # exact
+    assert n // 10 < m["sampled"]["rows"] < n // 2 and "near_zero_share" in m["sampled"]["figures"]
+    assert m["tokens"]["n"] == m["sampled"]["rows"]
+    assert abs(m["near_zero_share"] - 0.1) < 0.05
+
+
+def test_the_duplicate_rate_probes_a_bounded_sample_through_the_index(store, monkeypatch):
+    coll, n, duplicates = _pairs_collection(store, "qa_idx_probes")
+    store.ensure_hnsw_index(coll)
+    monkeypatch.setattr(index_metrics_module, "HNSW_SAMPLE", n // 2)
+    m = index_metrics(store, coll, exact_below=1)
+    assert m["method"] == "hnsw"
+    assert n // 4 < m["duplicate_checked"] < n and m["sampled"]["duplicate_probes"] == m["duplicate_checked"]
+    assert abs(m["duplicate_neighbour_rate"] - duplicates / n) < 0.15
+
+
+def test_probing_stops_once_the_rate_is_known_well_enough(store, monkeypatch):
+    """Without duplicates the rate is known after PROBE_BATCH probes (the usual case: a one-page edit
+    into a large collection pays 1,000 index searches, not 5,000); with many, every probe is spent."""
+    monkeypatch.setattr(index_metrics_module, "PROBE_BATCH", 500)
+    monkeypatch.setattr(index_metrics_module, "HNSW_SAMPLE", 2000)
+    clean, _, _ = _pairs_collection(store, "qa_idx_clean", copies=False)
+    store.ensure_hnsw_index(clean)
+    m = index_metrics(store, clean, exact_below=1)
+    assert m["duplicate_neighbours"] == 0 and m["duplicate_checked"] == 1000  # two batches: ±0.19% at 0 of 1,000
+    dup, n, _ = _pairs_collection(store, "qa_idx_dups")
+    store.ensure_hnsw_index(dup)
+    m = index_metrics(store, dup, exact_below=1)
+    assert m["duplicate_checked"] == n  # a rate near 0.4 is never known to ±0.25%: the whole sample

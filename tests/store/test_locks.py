@@ -106,6 +106,58 @@ def test_the_watch_interrupts_the_driver_once_another_run_owns_the_collection(pg
         assert "corpusmill ingest second took collection 'fence3'" in watch.lost
 
 
+def test_the_watch_cancels_running_work_instead_of_interrupting_and_interrupts_again_if_one_was_lost(pg_url):
+    """A cancel that had work running (a Ray job: jobs.ray_session.JobCancel) is called with the reason and
+    the main thread is left alone; with nothing to cancel, the interrupt is repeated until the run leaves
+    the watch, since one that lands in a finalizer is dropped."""
+    with PgStore(pg_url) as first, PgStore(pg_url) as second:
+        first.migrate()
+        first.lock_collection("fence4", "corpusmill ingest first")
+        watch = locks.LeaseWatch(pg_url, first.schema, "fence4", first.owner_token("fence4"), every=0.05)
+        called = []
+        watch.on_lost(lambda reason: called.append(reason) or True)
+        with watch:
+            first.unlock_collection("fence4")
+            second.lock_collection("fence4", "corpusmill ingest second")
+            for _ in range(1200):
+                if called:
+                    break
+                time.sleep(0.05)
+            time.sleep(0.5)  # no interrupt follows a cancel that stopped running work
+        assert called == [watch.lost] and "corpusmill ingest second took collection 'fence4'" in called[0]
+
+        first.lock_collection("fence5", "corpusmill ingest first")
+        watch = locks.LeaseWatch(pg_url, first.schema, "fence5", first.owner_token("fence5"), every=0.05)
+        watch.REPEAT = 0.2
+        watch.on_lost(lambda reason: False)  # nothing was running: the main thread is interrupted
+        swallowed = 0
+        with pytest.raises(KeyboardInterrupt), watch:
+            first.unlock_collection("fence5")
+            second.lock_collection("fence5", "corpusmill ingest second")
+            for _ in range(1200):
+                try:
+                    time.sleep(0.05)
+                except KeyboardInterrupt:
+                    if swallowed:
+                        raise
+                    swallowed += 1  # as a finalizer would drop it: the watch interrupts again
+        assert swallowed == 1
+
+
+def test_the_main_thread_is_interrupted_where_sigint_is_ignored():
+    """A run started as `corpusmill ingest … &` from a script ignores SIGINT; the watch still stops it."""
+    import signal
+
+    saved = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        threading.Timer(0.2, locks.interrupt_main).start()
+        with pytest.raises(KeyboardInterrupt):
+            for _ in range(200):
+                time.sleep(0.05)
+    finally:
+        signal.signal(signal.SIGINT, saved)
+
+
 def test_a_new_run_keeps_the_work_items_of_a_live_run_and_clears_a_dead_ones(pg_url):
     with PgStore(pg_url) as store:
         store.migrate()

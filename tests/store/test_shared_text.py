@@ -1,5 +1,9 @@
 """Text shared across documents is stored once, and never lost when the document holding it goes."""
 
+from psycopg import sql
+
+from jobs.chunks.ids import sha256_text
+from jobs.store import shared_text
 from tests.factories import chunk_row, doc_row, unit_vector
 
 NAME = "shared_t"
@@ -78,5 +82,16 @@ def test_each_stores_every_copy(store):
 
 
 def test_the_holder_lookup_goes_through_an_index(store):
-    coll = store.ensure_collection(NAME, "m", 4)
-    assert store.table_index(coll.chunk_table, "btree", "text_sha256") is not None
+    coll = store.ensure_collection(NAME + "_i", "m", 4)
+    index = store.table_index(coll.chunk_table, "btree", "text_sha256")
+    assert index is not None
+    # Enough rows that a sequential scan would cost more, as in any real collection; then the plan of
+    # the very statement each commit runs.
+    for d in range(40):
+        store.commit_document(coll, doc_row(f"p{d}"), _chunks(f"p{d}", [f"page {d} part {i}" for i in range(50)],
+                                                               coll.name), "r1")
+    store.conn.execute(f"ANALYZE corpusmill.{coll.chunk_table}")
+    hashes = [sha256_text("page 3 part 7"), sha256_text("not stored")]
+    plan = "\n".join(r[0] for r in store.conn.execute(
+        sql.SQL("EXPLAIN ") + shared_text.held_query(store._t(coll.chunk_table)), (hashes, ["p9"])))
+    assert index in plan and "Seq Scan" not in plan, plan

@@ -1,7 +1,6 @@
-"""jobs/store/text_search.py: the full-text column, BM25 ranking and its fusion with vector ranks,
+"""jobs/store/text_search.py: BM25 ranking over the chunks' terms and its fusion with vector ranks,
 on the embedded PostgreSQL."""
 
-from psycopg import sql
 
 from jobs import cli
 from jobs.store import text_search
@@ -78,15 +77,6 @@ def test_fused_modes_ask_the_index_for_a_deeper_candidate_list_than_they_fuse(st
         with store.conn.transaction():
             [hits] = store.search_many(coll, [unit_vector(2, DIM)], 2, ef_search, queries=["maxSurge"], mode="hybrid")
             assert hits and store.conn.execute("SHOW hnsw.ef_search").fetchone()[0] == str(asked)
-
-
-def test_a_table_from_before_the_column_gets_it_on_first_use(store):
-    coll = _load(store, "upgrade_t")
-    table = sql.Identifier(store.schema, coll.chunk_table)
-    store.conn.execute(sql.SQL("ALTER TABLE {} DROP COLUMN tsv").format(table))  # as a table made by 0.x
-    assert store.ensure_text_index(coll) is True  # the column and its index, back
-    [hits] = store.search_many(coll, [unit_vector(0, DIM)], 1, queries=["etcd"], mode="text")
-    assert hits[0]["text"] == TEXTS[3]
 
 
 def test_the_cli_offers_the_stores_modes():

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.store.parquet import contract_schema
-from jobs.tools.report import write_report
+from jobs.tools.report import _index_rows, write_report
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 RUN_ID = "20250101-120000-abcd"
@@ -269,3 +269,16 @@ def test_markup_in_run_data_is_escaped_everywhere_it_shows(tmp_path):
     assert f"<code>{shown}.md</code>" in page and f"<code>{shown}</code>" in page  # skipped in discovery
     # Our own markup still renders as markup.
     assert page.count("data:image/png;base64,") == 3 and '<span class="badge' in page
+
+
+def test_the_report_says_which_index_figures_come_from_a_sample():
+    index = {"vectors": 1_000_000, "empty_vector_rate": 0.0, "duplicate_neighbour_rate": 0.004, "method": "hnsw",
+             "near_duplicate_cosine": 0.995, "tokens": {"median": 120, "p95": 240, "max": 256},
+             "near_zero_share": 0.01, "at_limit_share": None,
+             "sampled": {"rows": 20_013, "figures": ["empty_vectors", "tokens"], "duplicate_probes": 5_004}}
+    rows = dict(_index_rows(index))
+    assert rows["vectors"] == "1,000,000"  # exact: no sample named
+    assert "empty vector rate (sample of 20,013 chunks)" in rows
+    assert "duplicate-neighbour rate (cosine > 0.995) (sample of 5,004 chunks)" in rows
+    exact = dict(_index_rows(index | {"sampled": {"rows": None, "figures": [], "duplicate_probes": None}}))
+    assert "empty vector rate" in exact and not any("sample" in k for k in exact)

@@ -1,0 +1,157 @@
+"""A chunk table made before text analysis left the database, brought to today's shape on its next
+ingest, load or reembed (PgStore.ensure_collection; never on a read).
+
+Such a table has the generated columns `tsv` (to_tsvector, under a GIN index) and `lex` (bm25_document,
+migration 007, under an HNSW index). The upgrade, resumable at every step:
+
+1. one transaction: `tsv` and its GIN index are dropped, `lex` stops being generated (DROP EXPRESSION
+   keeps its values, no rewrite) and its HNSW index is dropped (the weights change), the columns
+   lex_terms, lex_tfs and lex_length are added, and the pivot is set from the first batch (chunk ids are
+   hashes, so the first by id are a sample of the table) with `backfilled` false;
+2. batches of BATCH_ROWS rows not yet analysed: chunk id, breadcrumb and text read, analysed here
+   (jobs/terms.py), their weights computed at the pivot, COPYed into a temporary table and written by one
+   UPDATE … FROM, each batch its own transaction (a crash resumes at the next unanalysed row);
+3. `backfilled` true, the totals re-seeded from lex_length (lexical.install_triggers).
+
+The indexes (GIN over lex_terms, HNSW over lex) are built by `ensure_indexes` (here too: the lexical
+columns' DDL lives in this module) after the run, as for a new table.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pyarrow as pa
+from psycopg import sql
+
+from jobs.store import index_build, lexical
+from jobs.store.names import index_name
+from jobs.terms import MAX_DIMS
+
+log = logging.getLogger(__name__)
+
+BATCH_ROWS = 5000
+
+
+def _columns(conn, schema: str, table: str) -> dict[str, str]:
+    """column name -> attgenerated ('' or 's') of `table`."""
+    return dict(conn.execute(
+        "SELECT a.attname, a.attgenerated FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s "
+        "AND a.attnum > 0 AND NOT a.attisdropped", (schema, table)).fetchall())
+
+
+def needed(conn, schema: str, table: str) -> bool:
+    """Whether `table` still has the old shape, or an upgrade of it stopped before its last batch."""
+    cols = _columns(conn, schema, table)
+    if not cols:
+        return False
+    if "lex_terms" not in cols or "tsv" in cols or cols.get("lex") == "s" or "lex" not in cols:
+        return True
+    row = conn.execute(sql.SQL("SELECT backfilled FROM {} WHERE chunk_table = %s").format(
+        sql.Identifier(schema, "lexical_pivots")), (table,)).fetchone()
+    return row is not None and not row[0]
+
+
+def _batch(conn, t: sql.Composed, after: str, limit: int) -> pa.Table:
+    rows = conn.execute(sql.SQL("SELECT chunk_id, breadcrumb, text FROM {} WHERE lex_terms IS NULL AND chunk_id > %s "
+                                "ORDER BY chunk_id LIMIT %s").format(t), (after, limit)).fetchall()
+    return pa.table({"chunk_id": pa.array([r[0] for r in rows], pa.string()),
+                     "breadcrumb": pa.array([r[1] for r in rows], pa.string()),
+                     "text": pa.array([r[2] for r in rows], pa.large_string())})
+
+
+def _reshape(conn, schema: str, table: str, batch_rows: int) -> None:
+    """Step 1, in the caller's transaction."""
+    t = sql.Identifier(schema, table)
+    cols = _columns(conn, schema, table)
+    conn.execute(sql.SQL("LOCK TABLE {} IN SHARE ROW EXCLUSIVE MODE").format(t))
+    if "tsv" in cols:
+        conn.execute(sql.SQL("ALTER TABLE {} DROP COLUMN tsv").format(t))  # its GIN index goes with it
+    if cols.get("lex") == "s":
+        conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN lex DROP EXPRESSION").format(t))
+    conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS lex sparsevec(1000000000), "
+                         "ADD COLUMN IF NOT EXISTS lex_terms int4[], ADD COLUMN IF NOT EXISTS lex_tfs int4[], "
+                         "ADD COLUMN IF NOT EXISTS lex_length int4").format(t))
+    for (index,) in conn.execute(
+            "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_class r "
+            "ON r.oid = i.indrelid JOIN pg_namespace n ON n.oid = r.relnamespace JOIN pg_attribute a "
+            "ON a.attrelid = r.oid AND a.attnum = i.indkey[0] WHERE n.nspname = %s AND r.relname = %s "
+            "AND a.attname = 'lex'", (schema, table)).fetchall():
+        conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(schema, index)))
+    if lexical.pivot(conn, schema, table) is None:
+        sample = lexical.fill(_batch(conn, t, "", batch_rows))
+        if sample.num_rows:
+            lexical.settle_pivot(conn, schema, table, lexical.mean_length(sample), backfilled=False)
+
+
+def upgrade(conn, schema: str, table: str, batch_rows: int = BATCH_ROWS) -> int:
+    """Bring `table` to today's shape (the module's steps); returns the rows analysed now."""
+    started = time.monotonic()
+    with conn.transaction():
+        _reshape(conn, schema, table, batch_rows)
+    t = sql.Identifier(schema, table)
+    piv = lexical.pivot(conn, schema, table) or lexical.DEFAULT_PIVOT
+    done, after = 0, ""
+    while True:
+        batch = _batch(conn, t, after, batch_rows)
+        if not batch.num_rows:
+            break
+        batch = lexical.fill(batch)
+        with conn.transaction():
+            conn.execute("CREATE TEMP TABLE IF NOT EXISTS lexical_backfill (chunk_id text, lex_terms int4[], "
+                         "lex_tfs int4[], lex_length int4, lex sparsevec(1000000000)) ON COMMIT DELETE ROWS")
+            with conn.cursor() as cur, cur.copy("COPY lexical_backfill FROM STDIN WITH (FORMAT BINARY)") as copy:
+                copy.set_types(["text", "bytea", "bytea", "int4", "bytea"])
+                for row in zip(batch.column("chunk_id").to_pylist(), lexical.int4_arrays(batch.column("lex_terms")),
+                               lexical.int4_arrays(batch.column("lex_tfs")), batch.column("lex_length").to_pylist(),
+                               lexical.sparse_weights(batch, piv)):
+                    copy.write_row(row)
+            conn.execute(sql.SQL("UPDATE {} c SET lex_terms = b.lex_terms, lex_tfs = b.lex_tfs, "
+                                 "lex_length = b.lex_length, lex = b.lex FROM lexical_backfill b "
+                                 "WHERE c.chunk_id = b.chunk_id").format(t))
+        done += batch.num_rows
+        after = batch.column("chunk_id")[-1].as_py()
+    conn.execute(sql.SQL("UPDATE {} SET backfilled = true WHERE chunk_table = %s").format(
+        sql.Identifier(schema, "lexical_pivots")), (table,))
+    lexical.install_triggers(conn, schema, table)
+    log.info("%s: upgraded to terms analysed outside the database (%d rows, pivot %.1f) in %.1f s",
+             table, done, piv, time.monotonic() - started)
+    return done
+
+
+def ensure_indexes(conn, url: str, schema: str, name: str, table_index, build: tuple[int, int, int],
+                   after_load: bool, label: str) -> bool:
+    """BM25's indexes on chunk table `name`: GIN over `lex_terms` and HNSW (`build`: m, ef_construction,
+    memory MB) over `lex`, once it holds rows; the totals' triggers where it lacks them; after a load
+    (`after_load`) the totals folded into one row. `table_index(table, method, column)`: PgStore's
+    lookup. True when an index was built now."""
+    table = sql.Identifier(schema, name)
+    if not lexical.has_triggers(conn, schema, name):
+        lexical.install_triggers(conn, schema, name)
+    if after_load:
+        lexical.fold_totals(conn, schema, name)
+    built = False
+    n, _ = lexical.totals(conn, schema, name)
+    if n and table_index(name, "gin", "lex_terms") is None:
+        started = time.monotonic()
+        with conn.transaction():
+            workers = index_build.use_workers(conn, url)
+            conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (lex_terms)").format(
+                sql.Identifier(index_name(name, "terms")), table))
+        log.info("%s: GIN index over the terms built in %.1f s (%d parallel workers)", label,
+                 time.monotonic() - started, workers)
+        built = True
+    if n and table_index(name, "hnsw", "lex") is None:
+        # A row's weights hold at most MAX_DIMS non-zeros, 8 bytes each (an index and a float4).
+        dims = conn.execute(sql.SQL("SELECT avg(cardinality(lex_terms)) FROM (SELECT lex_terms FROM {} LIMIT 1000) s")
+                            .format(table)).fetchone()[0] or 1
+        m, ef_construction, memory_mb = build
+        index_build.build_hnsw(conn, url, table, index_name(name, "lex"), sql.SQL("lex sparsevec_ip_ops"), n,
+                               8 * min(float(dims), MAX_DIMS) + 16, m, ef_construction, memory_mb,
+                               f"{label}, BM25 weights")
+        built = True
+    if built:
+        conn.execute(sql.SQL("ANALYZE {}").format(table))  # pg_stats' common terms (lexical.document_frequencies)
+    return built

@@ -1,0 +1,133 @@
+"""Data from before text analysis moved onto the workers: a chunk table with the generated `tsv` and `lex`
+columns is upgraded on its next write (jobs/store/lexical_upgrade.py) and answers as a table written
+today does; Parquet without the term columns is analysed once by the loader."""
+
+import pyarrow as pa
+import pytest
+from psycopg import sql
+
+from jobs.load import prepare_part
+from jobs.search import NotBuiltError, Searcher
+from jobs.store import arrow_copy, lexical, lexical_upgrade
+from jobs.store.arrow_copy import CHUNK_COLUMNS
+from jobs.store.chunk_view import SQL_TYPES
+from jobs.terms import analyse_chunk
+from tests.factories import chunk_row, doc_row, unit_vector
+from tests.store.test_lexical import DIM, QUERIES, _paragraphs
+
+# The chunk table's DDL as corpusmill wrote it before this change (jobs/store/pgvector.py, text_search.py
+# and lexical.py of that release): the generated full-text column and BM25 weights, their indexes.
+OLD_GENERATED = """
+    tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', coalesce(breadcrumb, '') || ' ' || coalesce(text, '')))
+        STORED,
+    lex sparsevec(1000000000) GENERATED ALWAYS AS ({schema}.bm25_document(to_tsvector('english',
+        coalesce(breadcrumb, '') || ' ' || coalesce(text, '')), 40.0::float8)) STORED"""
+OLD_INDEXES = ["CREATE INDEX {t}_tsv_idx ON {schema}.{t} USING gin (tsv)",
+               "CREATE INDEX {t}_lex_idx ON {schema}.{t} USING hnsw (lex sparsevec_ip_ops)"]
+
+
+def _rows(name: str, docs: int) -> tuple[list[dict], list[dict]]:
+    paragraphs = _paragraphs(2 * docs)
+    heads = [doc_row(f"{name}-d{i}") for i in range(docs)]
+    rows = [chunk_row(h["doc_id"], s, t, unit_vector(i + s, DIM), name)
+            for i, h in enumerate(heads) for s, t in enumerate(paragraphs[2 * i:2 * i + 2])]
+    return heads, rows
+
+
+def _old_collection(store, name: str, docs: int = 30):
+    """A collection whose chunk table has the old shape, holding `docs` documents."""
+    coll = store.ensure_collection(name, "m", DIM)
+    t, schema = coll.chunk_table, store.schema
+    store.conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(sql.Identifier(schema, t)))  # and the view
+    lexical.forget_pivot(store.conn, schema, t)
+    old = [(c, typ) for c, typ in CHUNK_COLUMNS if not c.startswith("lex_")]
+    cols = ", ".join(f'"{c}" ' + (f"vector({DIM})" if typ == "vector" else SQL_TYPES.get(typ, typ))
+                     + (" PRIMARY KEY" if c == "chunk_id" else "") for c, typ in old)
+    store.conn.execute(f"CREATE TABLE {schema}.{t} ({cols}, {OLD_GENERATED.format(schema=schema)})")
+    with store.conn.transaction():
+        store._refresh_view()
+    heads, rows = _rows(name, docs)
+    store.mark_pending(name, "r1", heads)
+    for r in rows:
+        store.conn.execute(sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
+            sql.Identifier(schema, t), sql.SQL(", ").join(sql.Identifier(c) for c, _ in old),
+            sql.SQL(", ").join(sql.Placeholder() * len(old))),
+            [r[c] if c != "metadata" else None for c, _ in old])
+    for ddl in OLD_INDEXES:
+        store.conn.execute(ddl.format(t=t, schema=schema))
+    return coll, heads, rows
+
+
+def _ranked(store, coll, exact: bool) -> list[list[str]]:
+    found = store.search_many(coll, [unit_vector(0, DIM)] * len(QUERIES), 5, queries=QUERIES, mode="text",
+                              exact=exact)
+    return [[h["chunk_id"] for h in hits] for hits in found]
+
+
+def test_an_old_table_is_upgraded_on_its_next_write_and_answers_as_a_new_one(store):
+    coll, heads, rows = _old_collection(store, "upgrade_old")
+    assert lexical_upgrade.needed(store.conn, store.schema, coll.chunk_table)
+    assert not store.lexical_ready(coll)
+    with pytest.raises(NotBuiltError, match="corpusmill upgrade --collection upgrade_old"):
+        Searcher(store, "upgrade_old", mode="hybrid")  # a search changes nothing: it says what will
+    assert lexical_upgrade.needed(store.conn, store.schema, coll.chunk_table)
+    assert store.ensure_collection("upgrade_old", "m", DIM) == coll  # a write command's first step upgrades
+    assert not lexical_upgrade.needed(store.conn, store.schema, coll.chunk_table)
+    cols = dict(store.conn.execute(
+        "SELECT attname, attgenerated FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 "
+        "AND NOT attisdropped", (f"{store.schema}.{coll.chunk_table}",)).fetchall())
+    assert "tsv" not in cols and cols["lex"] == "" and {"lex_terms", "lex_tfs", "lex_length"} <= set(cols)
+    assert store.ensure_text_index(coll, after_load=True)  # the GIN and HNSW indexes, as after a load
+    # The same rows written today, in one commit (so both tables' pivot is the rows' mean length).
+    fresh = store.ensure_collection("upgrade_new", "m", DIM)
+    store.mark_pending("upgrade_new", "r1", [doc_row(h["doc_id"].replace("old", "new")) for h in heads])
+    store.commit_documents(fresh, [doc_row(h["doc_id"].replace("old", "new")) for h in heads],
+                           arrow_copy.rows_table([dict(r, doc_id=r["doc_id"].replace("old", "new"),
+                                                       chunk_id=r["chunk_id"].replace("old", "new")) for r in rows]),
+                           "r1")
+    store.ensure_text_index(fresh, after_load=True)
+    assert lexical.pivot(store.conn, store.schema, coll.chunk_table) == pytest.approx(
+        lexical.pivot(store.conn, store.schema, fresh.chunk_table))
+    assert lexical.totals(store.conn, store.schema, coll.chunk_table) == lexical.totals(
+        store.conn, store.schema, fresh.chunk_table)
+    for exact in (False, True):
+        old, new = _ranked(store, coll, exact), _ranked(store, fresh, exact)
+        assert [[c.replace("old", "new") for c in r] for r in old] == new
+    assert all(_ranked(store, coll, False)[:-1]) and _ranked(store, coll, False)[-1] == []  # `zebra`: none
+
+
+def test_an_interrupted_upgrade_resumes_with_the_same_pivot(store, monkeypatch):
+    coll, _, rows = _old_collection(store, "upgrade_resume", docs=10)
+    calls = {"n": 0}
+    batch = lexical_upgrade._batch
+
+    def failing(*args):
+        calls["n"] += 1
+        if calls["n"] == 3:  # the sample, one batch written, then the server goes away
+            raise ConnectionError("gone")
+        return batch(*args)
+
+    monkeypatch.setattr(lexical_upgrade, "_batch", failing)
+    with pytest.raises(ConnectionError):
+        lexical_upgrade.upgrade(store.conn, store.schema, coll.chunk_table, batch_rows=4)
+    assert lexical_upgrade.needed(store.conn, store.schema, coll.chunk_table)
+    pivot = lexical.pivot(store.conn, store.schema, coll.chunk_table)
+    monkeypatch.setattr(lexical_upgrade, "_batch", batch)
+    assert lexical_upgrade.upgrade(store.conn, store.schema, coll.chunk_table, batch_rows=4) == len(rows) - 4
+    assert lexical.pivot(store.conn, store.schema, coll.chunk_table) == pivot
+    assert not lexical_upgrade.needed(store.conn, store.schema, coll.chunk_table)
+    stored = store.conn.execute(sql.SQL("SELECT text, lex_terms, lex_tfs, lex_length FROM {}").format(
+        sql.Identifier(store.schema, coll.chunk_table))).fetchall()
+    assert len(stored) == len(rows)
+    for text, terms, tfs, length in stored:
+        assert analyse_chunk("T › H", text) == {"lex_terms": terms, "lex_tfs": tfs, "lex_length": length}
+
+
+def test_parquet_without_the_term_columns_is_analysed_by_the_loader():
+    _, rows = _rows("old_parquet", 3)
+    part = pa.Table.from_pylist([{k: v for k, v in r.items() if k not in ("doc_id", "collection")}
+                                 for r in rows])
+    assert "lex_terms" not in part.column_names
+    loaded = prepare_part(part, "old_parquet", set())
+    for row in loaded.to_pylist():
+        assert {k: row[k] for k in lexical.LEX_COLUMNS} == analyse_chunk(row["breadcrumb"], row["text"])
