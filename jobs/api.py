@@ -9,24 +9,36 @@
 
 Defaults are the CLI's: the same config (`configs/local.yaml` in a checkout, else the installed copy),
 the same database (DATABASE_URL, else the embedded server under CORPUSMILL_HOME), the same search mode,
-ef_search and page spreading. Opening a collection brings the database's schema up to date, or says why
-it cannot (jobs.errors.UserError and its kinds: the same one-line reasons the CLI prints).
+ef_search and page spreading. Opening a collection only reads: it checks that the database's schema is
+current and says which command brings it up to date when it is not (jobs.errors.UserError and its kinds:
+the same one-line reasons the CLI prints), so a role that may only SELECT can search. Every request is
+bounded (jobs/store/limits.py) and each search statement by `database.statement_timeout_s`.
+
+A Collection searches on its one connection, one thread at a time; `concurrent(n)` lends each search one
+of n pooled read-only connections instead, so that many threads (`corpusmill serve`) search at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import psycopg
 from psycopg import sql
 
 from jobs.config import apply_overrides, load_config
 from jobs.defaults import default_config
 from jobs.errors import ConfigError, NotFoundError
 from jobs.search import Searcher
+from jobs.store import doc_vectors as doc_vectors_
 from jobs.store import filters as filters_
+from jobs.store import limits as limits_
 from jobs.store.pgvector import PgStore, UnknownCollection
+from jobs.store.read_pool import ReadPool
+from jobs.store.text_search import MODES
 from jobs.store.url import database_url as resolve_url
 
 CHECKOUT_CONFIG = Path("configs/local.yaml")
@@ -102,19 +114,31 @@ class Collection:
                  database_url: str | None = None, settings=None):
         self.settings = settings or load_settings(config, database_url)
         self.name = name or self.settings.collection
+        self.limits = limits_.DEFAULT
+        self.statement_timeout_s = self.settings.database.statement_timeout_s
         self.store = PgStore(resolve_url(self.settings), self.settings.database.schema_name)
         try:
-            self.store.migrate()
+            self.store.check_schema()  # a read: never migrate() here (jobs/store/schema.py)
             coll = self.store.get_collection(self.name)
             if coll is None:
                 known = ", ".join(c.name for c in self.store.list_collections()) or "none yet"
                 raise UnknownCollection(f"no collection named {self.name!r} (known: {known})")
+            self._set_timeout(self.store)
         except BaseException:
             self.store.close()
             raise
         self.embedding_model, self._table = coll.embedding_model, coll.chunk_table
         self._searchers: dict[str, object] = {}
         self._model = None
+        # The opening connection, one thread at a time: searchers are made on it, and searches run on it
+        # when there is no pool.
+        self._own = threading.Lock()
+        self._encode_lock = threading.Lock()  # one model, shared by every mode's searcher
+        self._pool: ReadPool | None = None
+
+    def _set_timeout(self, store: PgStore) -> None:
+        ms = max(1, round(self.statement_timeout_s * 1000)) if self.statement_timeout_s else 0
+        store.conn.execute("SELECT set_config('statement_timeout', %s, false)", (f"{ms}ms",))
 
     def __enter__(self) -> Collection:
         return self
@@ -123,44 +147,122 @@ class Collection:
         self.close()
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
         self.store.close()
+
+    def concurrent(self, connections: int, statement_timeout_s: float | None = None, wait_s: float = 30.0) -> None:
+        """Let up to `connections` searches run at once, from as many threads: each borrows one of a pool of
+        read-only connections (jobs/store/read_pool.py) with `statement_timeout_s` (default: the config's)."""
+        if statement_timeout_s is not None:
+            self.statement_timeout_s = statement_timeout_s
+        self._pool = ReadPool(self.store.url, self.store.schema, connections, self.statement_timeout_s, wait_s)
+
+    @contextlib.contextmanager
+    def _lend(self):
+        """The store a search runs on: one of the pool's, else the collection's own connection, to one
+        thread at a time."""
+        if self._pool is None:
+            with self._own:
+                yield self.store
+        else:
+            with self._pool.lend() as store:
+                yield store
 
     def _searcher(self, mode: str | None):
         db = self.settings.database
         mode = mode or db.search_mode
-        if mode not in self._searchers:
-            s = Searcher(self.store, self.name, ef_search=db.ef_search, mode=mode, repeat_ratio=db.repeat_ratio,
-                         model=self._model)
-            self._model = s.model
-            self._searchers[mode] = s
-        return self._searchers[mode]
+        with self._own:
+            if mode not in self._searchers:
+                s = Searcher(self.store, self.name, ef_search=db.ef_search, mode=mode, repeat_ratio=db.repeat_ratio,
+                             model=self._model, encode_lock=self._encode_lock)
+                self._model = s.model
+                self._searchers[mode] = s
+            return self._searchers[mode]
 
     def warm(self, mode: str | None = None) -> None:
-        """Load the model (and make sure the search indexes exist) now rather than on the first search."""
+        """Load the model (and check what the mode needs is built) now rather than on the first search."""
         self._searcher(mode)
 
-    def metadata_keys(self, limit: int = 50) -> list[str]:
-        """The metadata keys the collection's documents carry, most common first (what a filter can name)."""
-        rows = self.store.conn.execute(sql.SQL(
-            "SELECT k, count(DISTINCT doc_id) FROM {}, jsonb_object_keys(metadata) AS k "
-            "WHERE jsonb_typeof(metadata) = 'object' GROUP BY k ORDER BY 2 DESC, k LIMIT %s").format(
-            sql.Identifier(self.store.schema, self._table)), (limit,))
+    def metadata_keys(self, limit: int = 50, sample_rows: int | None = None) -> list[str]:
+        """The metadata keys the collection's documents carry, most common first (what a filter can name).
+        `sample_rows`: read about that many chunks (a block sample: TABLESAMPLE SYSTEM) instead of the
+        whole table, for a figure kept by a service; a key rarer than that sample can see may be missed."""
+        table = sql.Identifier(self.store.schema, self._table)
+        with self._lend() as store:
+            sample = sql.SQL("")
+            if sample_rows:
+                est = store.conn.execute("SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)",
+                                         (table.as_string(store.conn),)).fetchone()
+                if est and est[0] > sample_rows:
+                    sample = sql.SQL(" TABLESAMPLE SYSTEM ({})").format(sql.Literal(100.0 * sample_rows / est[0]))
+            rows = store.conn.execute(sql.SQL(
+                "SELECT k, count(DISTINCT doc_id) FROM {}{}, jsonb_object_keys(metadata) AS k "
+                "WHERE jsonb_typeof(metadata) = 'object' GROUP BY k ORDER BY 2 DESC, k LIMIT %s").format(
+                table, sample), (limit,)).fetchall()
         return [r[0] for r in rows]
 
     def search(self, query: str, k: int = 5, mode: str | None = None, filters=None,
                min_similarity: float | None = None) -> list[Hit]:
         """The k chunks that best answer `query`. `mode`: vector, text, hybrid or hybrid-doc (default: the
         config's, hybrid). `filters`: see as_filters; a chunk must pass all of them. `min_similarity`:
-        drop hits whose cosine to the query is lower."""
+        drop hits whose cosine to the query is lower. A request beyond jobs/store/limits.py raises
+        LimitError; a statement past the timeout, SearchTimeout (both UserErrors)."""
         return self.search_many([query], k, mode, filters, min_similarity)[0]
 
     def search_many(self, queries: list[str], k: int = 5, mode: str | None = None, filters=None,
                     min_similarity: float | None = None) -> list[list[Hit]]:
-        if k < 1:
-            raise ConfigError(f"k must be at least 1 (got {k})")
+        queries = list(queries)
+        if mode is not None and mode not in MODES:
+            raise limits_.LimitError(f"unknown search mode {mode!r}: use one of {', '.join(MODES)}")
+        if min_similarity is not None and not -1 <= min_similarity <= 1:  # NaN too
+            raise limits_.LimitError(f"min_similarity must be a cosine, -1 to 1 (got {min_similarity})")
+        parsed = as_filters(filters)
+        limits_.check_request(queries, k, parsed, self.limits)
         searcher = self._searcher(mode)
-        found = searcher.search_many(list(queries), k, filters=as_filters(filters), min_similarity=min_similarity)
+        try:
+            with self._lend() as store:
+                found = searcher.search_many(queries, k, filters=parsed, min_similarity=min_similarity, store=store)
+        except psycopg.errors.QueryCanceled as exc:
+            raise limits_.SearchTimeout(
+                f"the search ran past the statement timeout ({self.statement_timeout_s:g} s, "
+                "database.statement_timeout_s) and was stopped: narrow the query or its filters") from exc
         return [[Hit.from_row(h) for h in hits] for hits in found]
+
+
+@dataclass(frozen=True)
+class Upgraded:
+    """What upgrade() did: the migrations it applied, and per collection the document vectors embedded now
+    (None: the collection has none and none were asked for)."""
+    schema: str
+    applied: list[str]
+    collections: dict[str, int | None]
+
+
+def upgrade(collection: str | None = None, *, doc_vectors: bool = False, config: str | os.PathLike | None = None,
+            database_url: str | None = None, settings=None) -> Upgraded:
+    """What `corpusmill upgrade` does: the schema's migrations, then each collection's tables (or
+    `collection`'s) brought to today's shape by the write side's own path and their search indexes built;
+    with `doc_vectors`, the documents' outline vectors hybrid-doc ranks by, built or brought up to date
+    (kept current for a collection that has them either way). Needs a role that may change the schema."""
+    from jobs.embed.backends import load_model  # late: only document vectors need torch
+
+    settings = settings or load_settings(config, database_url)
+    done: dict[str, int | None] = {}
+    with PgStore(resolve_url(settings), settings.database.schema_name) as store:
+        applied = store.migrate()
+        for name in [collection] if collection else [c.name for c in store.list_collections()]:
+            coll = store.get_collection(name)
+            if coll is None:
+                raise UnknownCollection(f"no collection named {name!r}")
+            coll = store.ensure_collection(coll.name, coll.embedding_model, coll.dimension)
+            store.ensure_indexes(coll, settings.database)
+            done[name] = None
+            if doc_vectors or doc_vectors_.exists(store.conn, store.schema, coll.chunk_table):
+                model = load_model(coll.embedding_model)
+                done[name] = store.ensure_doc_vectors(coll, lambda texts, m=model: m.encode(
+                    texts, normalize_embeddings=True, show_progress_bar=False, batch_size=64))
+    return Upgraded(settings.database.schema_name, applied, done)
 
 
 def open_collection(name: str | None = None, *, config: str | os.PathLike | None = None,

@@ -15,6 +15,7 @@ import traceback
 from datetime import UTC
 from pathlib import Path
 
+from jobs import service_commands
 from jobs.errors import NotFoundError, UserError
 from jobs.exit_status import internal_error, user_error_message
 
@@ -95,13 +96,17 @@ def _load(args) -> JobConfig:  # noqa: F821
                            read_via_driver=getattr(args, "read_via_driver", None))
 
 
-def _store(args):
+def _store(args):  # for reads (status, report, eval): the schema is checked, never changed (jobs/store/schema.py)
     from jobs.store.pgvector import PgStore
     from jobs.store.url import database_url
 
     cfg = _db_config(args)
     store = PgStore(database_url(cfg), cfg.database.schema_name)
-    store.migrate()
+    try:
+        store.check_schema()
+    except BaseException:
+        store.close()
+        raise
     return cfg, store
 
 
@@ -170,9 +175,16 @@ def cmd_plan(args) -> int:
 
 
 def cmd_status(args) -> int:
+    from jobs.store.schema import SchemaMissing
     from jobs.tools.display import where_data_lives
 
-    cfg, store = _store(args)
+    try:
+        cfg, store = _store(args)
+    except SchemaMissing:  # a database nothing was ingested into yet: nothing to report, nothing to create
+        if args.collection:
+            raise UserError(f"no collection named {args.collection!r}") from None
+        print("[]" if args.json else "no collections yet: run `corpusmill ingest`")
+        return 0
     if not args.json:
         print(where_data_lives(cfg))
     with store:
@@ -220,17 +232,6 @@ def cmd_search(args) -> int:
                 print(json.dumps({"query": q, "hits": [h.to_dict() for h in hits]}, ensure_ascii=False))
             else:
                 print_hits(q, hits, sys.stdout.isatty())
-    return 0
-
-
-def cmd_serve(args) -> int:
-    from jobs.api import Collection
-    from jobs.serve import serve
-
-    with Collection(args.collection, settings=_db_config(args)) as coll:
-        print(f"corpusmill: searching collection {coll.name} at http://{args.host}:{args.port}/ "
-              f"(JSON: /search?q=...; Ctrl-C stops)", flush=True)
-        serve(coll, args.host, args.port)
     return 0
 
 
@@ -400,9 +401,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "(Ray Data + spaCy + sentence-transformers + PostgreSQL/pgvector).",
         epilog="Without --database-url, DATABASE_URL or DATABASE_URL_FILE the embedded PostgreSQL under "
                "$CORPUSMILL_HOME (default: the per-user data directory, e.g. ~/.local/share/corpusmill) is used; "
-               "without RAY_ADDRESS a local Ray is started. "
+               "without RAY_ADDRESS a run of at most ray.in_process_max_documents (16) documents runs in this "
+               "process and a bigger one starts a local Ray. "
                "Exit codes: 0 ok, 1 files failed, 2 usage or configuration error, 3 a quality gate failed, "
-               "4 internal error (a bug; its traceback is saved under $CORPUSMILL_HOME/logs/), 130 interrupted.",
+               "4 internal error (a bug; its traceback is saved under $CORPUSMILL_HOME/logs/), 130 interrupted, "
+               "141 output closed by its reader (corpusmill status | head).",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -448,13 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query", nargs="?")
     p.set_defaults(func=cmd_search)
 
-    p = sub.add_parser("serve", help="a search page and JSON search over HTTP, the model loaded once")
-    p.add_argument("--collection", help="default: the config's collection")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0: every "
-                   "interface, with no authentication)")
-    p.add_argument("--port", type=_positive_int, default=8000, help="default 8000")
-    _add_db_args(p)
-    p.set_defaults(func=cmd_serve)
+    service_commands.add_parsers(sub, _positive_int, _add_db_args)  # serve, upgrade
 
     p = sub.add_parser("eval", help="recall@1/5/10 and MRR of a collection against golden questions")
     target = p.add_mutually_exclusive_group()

@@ -25,6 +25,7 @@ from jobs.errors import ConfigError, NotFoundError
 from jobs.model_refs import join_ref, split_ref
 from jobs.sources.globs import check_globs
 from jobs.sources.uris import check_uri, scheme_of
+from jobs.template_files import templates_digest
 
 _COLLECTION_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
@@ -381,9 +382,9 @@ class DatabaseConfig(_Strict):
         "(maintenance_work_mem, raised as far as the graph needs); a larger graph builds on disk, slower")
     search_mode: Literal["vector", "text", "hybrid", "hybrid-doc"] = Field(
         "hybrid", description="how `search` and `eval` rank: vector (cosine through HNSW), text (BM25 over the "
-        "full-text column), hybrid (both fused by reciprocal rank) or hybrid-doc (hybrid plus documents ranked by "
-        "a vector of their title and headings, built on first use: better for questions that describe a page, "
-        "worse for detail questions); --mode overrides")
+        "chunks' terms), hybrid (both fused by reciprocal rank) or hybrid-doc (hybrid plus documents ranked by "
+        "a vector of their title and headings, built by `corpusmill upgrade --doc-vectors`: better for questions "
+        "that describe a page, worse for detail questions); --mode overrides")
     repeat_ratio: float | None = Field(
         2.0, ge=1, description="more pages among `search`'s and `eval`'s first hits: a further chunk of a page "
         "already shown keeps its place only when its fused score is at least this many times the best chunk of a "
@@ -400,6 +401,8 @@ class DatabaseConfig(_Strict):
     reconnect_seconds: float = Field(
         60.0, ge=0, description="the server lost mid-run (a restart): reconnect with backoff for this long, then "
         "stop with how to resume; committed documents are kept")
+    statement_timeout_s: float = Field(10.0, ge=0, description="the longest one statement of a search may run "
+        "(statement_timeout) in `search`, `serve` and the API: then `search` exits 2, `serve` answers 503 (0: none)")
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -426,8 +429,11 @@ class RayConfig(_Strict):
         "(an edit lands in seconds; jobs/in_process.py). 0: always Ray")
     task_retries: int = Field(
         3, ge=0, description="times a task or actor call is retried after its worker process died (OOM kill, node "
-        "loss); then its block's documents are recorded failed (`LostDocument`) and retried by the next run, and the "
-        "run goes on. Ray's own default retries for ever, so one document that kills its worker would stall a run")
+        "loss); then its block's documents are recorded failed (`LostDocument`), retried by the next run (see below) "
+        "and the run goes on. Ray's own default retries for ever: one document that kills its worker would stall a run")
+    lost_document_runs: int = Field(2, ge=1, description="a document lost (`LostDocument`) this many runs in a row on "
+        "the same content and pipeline is processed once more alone and, lost again, recorded failed for good: not "
+        "read again until it or the pipeline changes, or `ingest --retry-failed`; `status` lists it")
 
 
 class JobConfig(_Strict):
@@ -441,6 +447,7 @@ class JobConfig(_Strict):
                                "(s3://bucket/runs); default $CORPUSMILL_HOME/runs")
     storage: StorageConfig = StorageConfig()
     keep_removed: bool = Field(False, description="keep the chunks of files gone from the input (--keep-removed)")
+    report: bool = Field(True, description="write the QA report (HTML, plots) after each run; off: `corpusmill report`")
     markdown: MarkdownConfig = Field(MarkdownConfig(), description="how Markdown is parsed")
     sentences: SentencesConfig = Field(SentencesConfig(), description="the spaCy model that splits sentences")
     chunking: ChunkingConfig = Field(ChunkingConfig(), description="how Markdown documents become chunks")
@@ -488,7 +495,7 @@ class JobConfig(_Strict):
             "excel": self.excel.model_dump(mode="json", exclude={
                 "max_file_bytes", "max_uncompressed_bytes", "max_compression_ratio", "max_zip_entries", "templates_dir"}),
             # Editing a row template changes the chunks of the workbooks it matches.
-            "excel_templates": _dir_digest(self.excel.templates_dir),
+            "excel_templates": templates_digest(self.excel.templates_dir),
             "embedding_model": self.embedding.model,
         }
         blob = json.dumps(relevant, sort_keys=True, default=str).encode()
@@ -500,25 +507,6 @@ class JobConfig(_Strict):
         if data["database"].get("url"):
             data["database"]["url"] = "**********"
         return data
-
-
-def template_files(directory: Path | str | None) -> list[Path]:
-    """The template files of `directory`, sorted: what the Excel stage reads and the fingerprint hashes.
-    Here, below the chunkers, so that config need not import them."""
-    if directory is None:
-        return []
-    path = Path(directory).resolve()
-    if not path.is_dir():
-        return []
-    return sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
-
-
-def _dir_digest(path: Path) -> str:
-    """The templates' names and contents (not where they are): exactly the files load_templates reads."""
-    h = hashlib.sha256()
-    for f in template_files(path):
-        h.update(f.name.encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()[:16]
 
 
 def load_config(path: Path | str | None) -> JobConfig:

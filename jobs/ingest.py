@@ -46,15 +46,17 @@ from jobs.sources.discover import SOURCE_TYPES, SourceFile, relocate
 from jobs.sources.manifest import roots_of
 from jobs.sources.storage import StorageOptions
 from jobs.sources.uris import is_remote, join, local_path
+from jobs.store import faults
 from jobs.store.connection import DatabaseUnavailable
 from jobs.store.known_vectors import vectors_to_reuse
 from jobs.store.locks import CollectionBusy, LeaseWatch, OwnershipLost
+from jobs.store.lost import record_lost as _record_lost
 from jobs.store.parquet import RunOutput, read_run_json
 from jobs.store.pgvector import PgStore
 from jobs.store.spaces import space_for_ingest
 from jobs.store.url import database_url
 from jobs.store.work_items import WorkItems
-from jobs.store.writers import DocumentWriter, Progress, SinkStats
+from jobs.store.writers import DocumentWriter, Progress, WriterFailed
 from jobs.tools.report import write_report
 
 log = logging.getLogger(__name__)
@@ -109,17 +111,15 @@ def _cause(exc: BaseException) -> BaseException:
     return seen[-1]
 
 
-def _record_lost(store: PgStore, coll, run_id: str, stats: SinkStats) -> None:
-    """Documents of this run still pending after the write: the pipeline never returned them (a block that
-    failed past its retries, e.g. a worker killed each time it ran). Recorded failed; the next run
-    retries them."""
-    for doc in store.pending_of_run(coll.name, run_id):
-        message = ("the pipeline returned no rows for this file (its block failed past its retries, e.g. a "
-                   "worker killed each time it ran); it will be retried")
-        store.record_failure(coll.name, doc, run_id, "pipeline", "LostDocument", message)
-        stats.docs_failed += 1
-        stats.failures.append({"source_path": doc["source_path"], "stage": "pipeline", "error_class": "LostDocument",
-                               "message": message})
+def one_at_a_time(cfg: JobConfig) -> JobConfig:
+    """`cfg` with one document to each batch of the first stages (parse, sentences, chunk, a workbook's rows;
+    on Ray each document then has a task or actor call of its own): a run's pass over documents suspected of
+    killing their worker, so that each dies alone."""
+    one = {"batch_size": 1}
+    return cfg.model_copy(update={
+        "sentences": cfg.sentences.model_copy(update={"resources": cfg.sentences.resources.model_copy(update=one)}),
+        "ray": cfg.ray.model_copy(update={name: getattr(cfg.ray, name).model_copy(update=one)
+                                          for name in ("parse", "chunk", "excel")})})
 
 
 def _work_item(collection: str, f: SourceFile, fingerprint: str, run_id: str) -> dict:
@@ -271,16 +271,21 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
                                      coll.dimension, own=coll.chunk_table)
             writers = 1
             # The fence's driver side: a run that another run took the collection from stops within seconds.
+            # On Ray its job is cancelled (actors killed, tasks ended); in this process the main thread is
+            # interrupted.
             watch = LeaseWatch(url, cfg.database.schema_name, cfg.collection, store.owner_token(cfg.collection))
+            cancel = on_ray.JobCancel() if on_ray else None
+            if cancel is not None:
+                watch.on_lost(cancel)
             try:
                 # Ray Data's own bars, when asked for, take the terminal: the progress then goes to the log.
                 progress = Progress(url, cfg.database.schema_name, cfg.collection, run_id, documents,
                                     cfg.sink.progress_seconds, live=False if on_ray and cfg.ray.progress_bars else None)
                 with progress, watch:
-                    def pipeline():  # the work items of the current round, through the stages into the sink
+                    def pipeline(run_cfg: JobConfig = cfg):  # the current round's items, through the stages into the sink
                         if on_ray:
-                            return on_ray.write_on_ray(cfg, work, storage, known, sink, output, url)
-                        return write_in_process(cfg, work.items("markdown"), work.items("excel"), storage, known,
+                            return on_ray.write_on_ray(run_cfg, work, storage, known, sink, output, url, cancel)
+                        return write_in_process(run_cfg, work.items("markdown"), work.items("excel"), storage, known,
                                                 sink), 1
 
                     stage_stats["pipeline"], writers = pipeline()
@@ -295,6 +300,16 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
                         store.mark_pending_work(cfg.collection, run_id, since=work.since)
                         result.rehomed += moved
                         stage_stats["rehome"] = {"documents": result.rehomed, "pipeline": pipeline()[0]}
+                    # Documents this run lost that would now settle (lost in the runs before too) go through
+                    # once more, one to a batch: one that kills its worker then dies alone, and those only
+                    # lost beside it in its batch, run after run, commit instead of settling with it.
+                    settling = [doc["source_path"] for doc, settles in work.lost(cfg.ray.lost_document_runs)
+                                if settles]
+                    if settling:
+                        work.begin_round()
+                        log.info("%d document(s) lost in %d runs in a row: each processed once more, alone",
+                                 work.repeat(settling), cfg.ray.lost_document_runs)
+                        stage_stats["alone"] = {"documents": len(settling), "pipeline": pipeline(one_at_a_time(cfg))[0]}
             except BaseException as exc:
                 # Committed documents stay committed; the rest stay pending and the next run resumes them.
                 cause = OwnershipLost(watch.lost) if watch.lost else _cause(exc)
@@ -314,12 +329,16 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
                     what = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
                     if isinstance(cause, OwnershipLost):
                         raise RunStopped(f"run {run_id} stopped {so_far}: {what}") from exc
+                    if not getattr(cause, "resumable", faults.resumable(cause)):  # the same batches would fail again
+                        raise RunStopped(f"run {run_id} stopped {so_far}: {what}" + (
+                            "" if isinstance(cause, WriterFailed) else
+                            f". Every committed document is kept; {faults.advice(cause)}")) from exc
                     raise RunStopped(
                         f"run {run_id} stopped {so_far}: "
                         f"{what}. Every committed document is kept; run the same command again to resume "
                         f"(the rest are still pending)") from exc
                 raise
-            _record_lost(store, coll, run_id, sink.stats)
+            _record_lost(store, coll, run_id, sink.stats, work, cfg.ray.lost_document_runs)
             output.fetch_parts()
             stage_stats["sink"] = {"documents": documents, "seconds": round(sink.stats.seconds, 3),
                                    "writers": writers, "transactions": sink.stats.transactions,
@@ -332,17 +351,13 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
             stage_stats["stages"]["index"] = {"built": result.index_built,
                                               "seconds": round(time.monotonic() - t_index, 3)}
 
-        result.seconds = time.monotonic() - started
-        result.failures = sink.stats.failures
-        result.metrics = run_metrics(sink.stats, plan.counts(), result.seconds)
-        result.metrics["discovery"] = plan.discovery()  # links not followed: listed by the QA report
-        result.metrics["stages"] = stage_stats | {"seconds_total": round(result.seconds, 2)}
-        result.metrics["rehomed"] = result.rehomed
         limit = min(cfg.chunking.max_tokens, token_counter(cfg.embedding.model).limit)
-        result.metrics["token_limit"] = limit
+        index = None
         if documents or plan.delete:
-            # The collection changed: measure what is now in the index and hold it to the gates.
+            # The collection changed: measure what is now in the index and hold it to the gates. Its cost
+            # is bounded whatever the collection's size (exact counts, bounded samples: index_metrics).
             # A server restart after the write (the run's documents are in) must not fail the run here.
+            t_upkeep = time.monotonic()
             index = store.read(index_metrics, coll, token_limit=limit)
             index["shared_text"] = shared = store.shared_text_counts(coll)
             if shared["whole_copies"]:
@@ -350,6 +365,16 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
                     f"{shared['whole_copies']} documents have nothing of their own stored: every chunk repeats "
                     f"another document's text (copies or includes?): {', '.join(shared['whole_copy_paths'][:5])}"
                     + (" …" if shared["whole_copies"] > 5 else ""))
+            stage_stats["upkeep"] = {"seconds": round(time.monotonic() - t_upkeep, 3)}
+        # The run's time includes its upkeep; the summary's last steps (the QA report) add to result.seconds below.
+        result.seconds = time.monotonic() - started
+        result.failures = sink.stats.failures
+        result.metrics = run_metrics(sink.stats, plan.counts(), result.seconds)
+        result.metrics["discovery"] = plan.discovery()  # links not followed: listed by the QA report
+        result.metrics["stages"] = stage_stats | {"seconds_total": round(result.seconds, 2)}
+        result.metrics["rehomed"] = result.rehomed
+        result.metrics["token_limit"] = limit
+        if index is not None:
             result.metrics["index"] = index
             result.gate_failures = check_gates(cfg.gates, index, result.metrics)
             result.metrics["gates"] = [asdict(g) for g in result.gate_failures]
@@ -369,7 +394,7 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
                          result.metrics["stages"])
         result.totals = store.status(cfg.collection)
     try:
-        result.report = write_report(run_dir) | write_discard_report(run_dir)
+        result.report = (write_report(run_dir) if cfg.report else {}) | write_discard_report(run_dir)
     except Exception:  # the run's data is committed; a broken plot must not turn it into a failure
         log.exception("could not write the QA report for %s (`corpusmill report --run-id %s` retries)", run_id, run_id)
     try:
@@ -378,4 +403,5 @@ def _run_ingest(cfg: JobConfig, run_id: str | None, stopping: list[threading.Thr
     except Exception:
         log.exception("could not upload the QA report of %s to %s (`corpusmill report --run-id %s` retries)",
                       run_id, output.uri, run_id)
+    result.seconds = time.monotonic() - started  # what the run took, to its last step: the time it reports
     return result

@@ -14,6 +14,7 @@ import, which a small run in process (jobs/in_process.py) does without.
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import os
 import threading
@@ -28,7 +29,7 @@ from jobs.config import JobConfig, ResourcesConfig
 from jobs.embed.layout import embed_layout, embed_resources
 from jobs.errors import ConfigError
 from jobs.pipeline import embed_stage, excel_stage, markdown_stages
-from jobs.ray_session import cores_of, init_ray, stop_ray_in_background
+from jobs.ray_session import JobCancel, cores_of, init_ray, stop_ray_in_background
 from jobs.rows import WORK_SCHEMA
 from jobs.sources.manifest import roots_of
 from jobs.sources.reads import local_read_refusal, read_bytes
@@ -65,6 +66,18 @@ def embed_batch_rows(documents: int, rows: int) -> int:
     return rows if documents > SMALL_RUN_DOCUMENTS else min(rows, SMALL_RUN_EMBED_ROWS)
 
 
+# Fault injection for tests: a glob of source paths whose worker process exits (as under an OOM kill) when
+# the run's first stage is handed them, so that a run loses them (LostDocument) as a real fault would.
+KILL_WORKER_ENV = "CORPUSMILL_FAULT_KILL_WORKER"
+
+
+def kill_worker_on(rows: list[dict], pattern: str) -> list[dict]:
+    """Stage: the work items as they are, unless one's path matches `pattern`: then the process exits."""
+    if any(fnmatch.fnmatchcase(r["source_path"], pattern) for r in rows):
+        os._exit(1)
+    return rows
+
+
 def start(cfg: JobConfig) -> bool:
     """Ray up (a local one started, or the cluster of RAY_ADDRESS joined) and able to read the inputs.
     Returns whether this process started it (then `stop` ends it)."""
@@ -79,14 +92,22 @@ def stop() -> threading.Thread:
 
 
 def write_on_ray(cfg: JobConfig, work: WorkItems, storage: StorageOptions | None, known: KnownVectors | None,
-                 sink: ChunkDatasink, output: RunOutput, url: str) -> tuple[dict, int]:
+                 sink: ChunkDatasink, output: RunOutput, url: str, cancel: JobCancel | None = None) -> tuple[dict, int]:
     """The run's work items through the stages into `sink`'s parallel write tasks. Returns the per-operator
     rows and seconds (operator_stats) and the number of writers; Ray Data's own stats go to the run
-    directory's ray_stats.txt."""
+    directory's ray_stats.txt. `cancel` (jobs.ray_session.JobCancel) can stop the job from another thread
+    (the fence): its actors and tasks end at once, and this raises CancelledJob."""
     ds = build_dataset(cfg, work, storage, known)
     writers = cfg.sink.writers_for(cores_of(ray.cluster_resources()))
     log.info("writing: %d parallel writers", writers)
-    ds.write_datasink(sink, concurrency=writers, ray_remote_args=writer_args(output.uri, url, cfg.sink.placement))
+    if cancel is not None:
+        cancel.watch(ds)
+    try:
+        ds.write_datasink(sink, concurrency=writers,
+                          ray_remote_args=writer_args(output.uri, url, cfg.sink.placement))
+    finally:
+        if cancel is not None:  # a cancelled execution ends as if done, or in whatever its killed tasks raised
+            cancel.raise_if_cancelled()
     written = getattr(ds, "_write_ds", None) or ds  # write_datasink runs the plan as a dataset of its own
     try:
         output.write_text("ray_stats.txt", written.stats() + "\n")
@@ -129,6 +150,14 @@ def build_dataset(cfg: JobConfig, work: WorkItems, storage: StorageOptions | Non
                    {"url": work.url, "schema": work.schema, "reconnect_seconds": cfg.database.reconnect_seconds})
 
     def source(source_type: str, rows_per_block: int):
+        ds = _source(source_type, rows_per_block)
+        killer = os.environ.get(KILL_WORKER_ENV)
+        if killer:  # a test's fault: the worker handed a matching file dies (jobs/store/lost.py)
+            ds = adapter.apply(ds, Stage("fault", kill_worker_on, WORK_SCHEMA, ResourcesConfig(num_cpus=0.25, batch_size=1),
+                                         {"pattern": killer}), retries)
+        return ds
+
+    def _source(source_type: str, rows_per_block: int):
         # One block per batch of the first stage (a small run's smaller), at most 256 blocks: bigger blocks would
         # delay the first commits, smaller ones only add per-task overhead (every task costs the driver, the
         # raylet and a worker).

@@ -8,10 +8,13 @@ import json
 import logging
 import os
 import threading
+import uuid
 import warnings
+import weakref
 
 import ray
 from ray.data import DataContext
+from ray.data._internal.execution.execution_callback import ExecutionCallback
 from ray.util.annotations import RayDeprecationWarning
 
 from jobs.config import JobConfig
@@ -126,3 +129,89 @@ def stop_ray_in_background() -> threading.Thread:
     thread = threading.Thread(target=stop, name="ray-shutdown", daemon=True)
     thread.start()
     return thread
+
+
+class JobCancel:
+    """Stops a Ray Data job from another thread: the driver's side of the fence (jobs/store/locks.py
+    LeaseWatch calls it once another run owns the collection). Interrupting the main thread is not
+    enough: a process started with SIGINT ignored (`corpusmill ingest … &` in a script, nohup) gets no
+    interrupt from `_thread.interrupt_main`, one that lands in a finalizer is dropped, and the job then
+    ran to its end on writers that could no longer commit (minutes). So the executors of the datasets
+    `watch`ed here are
+    shut down with force from the calling thread: their actors are killed and their running tasks
+    cancelled (a task's worker process is ended), on a local Ray and on a cluster alike, and the
+    consuming thread's iterator ends; the caller then raises (`raise_if_cancelled`). Ray Data offers
+    no public handle on a running execution: its execution callbacks (a DeveloperAPI field of the
+    dataset's context; the class from ray.data._internal, Ray pinned below 2.64 in pyproject.toml)
+    hand over each executor as it starts."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self._running: list = []
+        self._lock = threading.Lock()
+        self.key = uuid.uuid4().hex
+        _CANCELS[self.key] = self
+
+    def watch(self, ds) -> None:
+        """Cancel `ds`'s executions (on the dataset's own context, which its write runs under). The context
+        travels to the workers: the callback class carries only this object's key."""
+        callback = type("StopWhenCancelled", (_StopWhenCancelled,), {"key": self.key})
+        ds.context.custom_execution_callback_classes = [*ds.context.custom_execution_callback_classes, callback]
+
+    def _started(self, executor) -> None:
+        with self._lock:
+            if self.reason is None:
+                self._running.append(executor)
+                return
+        raise CancelledJob(self.reason)
+
+    def _done(self, executor) -> None:
+        with self._lock:
+            if executor in self._running:
+                self._running.remove(executor)
+
+    def __call__(self, reason: str) -> bool:
+        """Stop what runs, for `reason`; True when an execution was running (then its consumer returns or
+        raises within seconds and need not be interrupted)."""
+        with self._lock:
+            self.reason = self.reason or reason
+            running, self._running = self._running, []
+        for executor in running:
+            try:
+                executor.shutdown(force=True, exception=CancelledJob(reason))
+            except Exception:  # already shutting down, or Ray going away: the consumer raises either way
+                log.debug("could not shut down a Ray Data execution", exc_info=True)
+        return bool(running)
+
+    def raise_if_cancelled(self) -> None:
+        if self.reason is not None:
+            raise CancelledJob(self.reason)
+
+
+_CANCELS: weakref.WeakValueDictionary[str, JobCancel] = weakref.WeakValueDictionary()
+
+
+class _StopWhenCancelled(ExecutionCallback):
+    """Hands each execution of a watched dataset to its JobCancel (`key`), on the driver."""
+
+    key = ""
+
+    def before_execution_starts(self, executor) -> None:
+        cancel = _CANCELS.get(self.key)
+        if cancel is not None:
+            cancel._started(executor)
+
+    def after_execution_succeeds(self, executor) -> None:
+        self._done(executor)
+
+    def after_execution_fails(self, executor, error) -> None:
+        self._done(executor)
+
+    def _done(self, executor) -> None:
+        cancel = _CANCELS.get(self.key)
+        if cancel is not None:
+            cancel._done(executor)
+
+
+class CancelledJob(RuntimeError):
+    """The job was stopped from outside (JobCancel): its caller knows why."""

@@ -1,19 +1,24 @@
 """Query a collection: embed the query with the collection's own model, then rank by vector (pgvector's
-HNSW index), by text (BM25 over the full-text column), both fused (jobs/store/text_search.py), or both
+HNSW index), by text (BM25 over the chunks' terms), both fused (jobs/store/text_search.py), or both
 and the documents' outline vectors fused (`hybrid-doc`, jobs/store/doc_vectors.py); then more pages
 among the first hits, unless one page clearly leads (`repeat_ratio`)."""
 
 from __future__ import annotations
 
 import logging
+import threading
 
-import psycopg
-
+from jobs.errors import NotFoundError
+from jobs.store import doc_vectors
 from jobs.store.filters import Filter
 from jobs.store.pgvector import PgStore, UnknownCollection
 from jobs.store.text_search import DEPTH, RRF_K
 
 log = logging.getLogger(__name__)
+
+
+class NotBuiltError(NotFoundError):
+    """A search mode needs derived data the write side has not built (hybrid-doc's document vectors)."""
 
 
 def diversify(hits: list[dict], ratio: float, k: int, weights: list[float] | None = None) -> list[dict]:
@@ -53,54 +58,61 @@ class Searcher:
     plain nearest-neighbour ranking."""
 
     def __init__(self, store: PgStore, collection: str, ef_search: int = 100, mode: str = "hybrid",
-                 repeat_ratio: float | None = 2.0, model=None):
+                 repeat_ratio: float | None = 2.0, model=None, encode_lock: threading.Lock | None = None):
         coll = store.get_collection(collection)
         if coll is None:
             known = ", ".join(c.name for c in store.list_collections()) or "none yet"
             raise UnknownCollection(f"no collection named {collection!r} (known: {known})")
         from jobs.embed.backends import load_model  # late: a wrong name is told before torch loads
 
-        if mode != "vector":  # a collection from before full-text search gets its column and index once
-            try:
-                store.ensure_text_index(coll)
-            except psycopg.errors.InsufficientPrivilege as exc:
-                log.warning("%s: searching by vector only (%s)", collection, exc)
-                mode = "vector"
+        if mode != "vector" and not store.lexical_ready(coll):
+            # A table from before the terms were analysed on the workers: its next ingest or load upgrades it
+            # (a search changes nothing).
+            raise NotBuiltError(f"mode {mode} needs the analysed terms of collection {collection!r}, which it was "
+                                f"written without: run `corpusmill upgrade --collection {collection}` (as a role that "
+                                "may write; its next ingest or load does it too), or search with --mode vector")
+        if mode == "hybrid-doc" and not doc_vectors.exists(store.conn, store.schema, coll.chunk_table):
+            # Built by the write side only: a search never embeds a whole collection or creates a table.
+            raise NotBuiltError(f"mode hybrid-doc needs the document vectors of collection {collection!r}, which "
+                                f"are not built: run `corpusmill upgrade --doc-vectors --collection {collection}` "
+                                "(as a role that may write), or search in another mode")
         self.store, self.coll, self.ef_search, self.mode = store, coll, ef_search, mode
         self.repeat_ratio = repeat_ratio if repeat_ratio and repeat_ratio > 1 else None
         # The query must be embedded by the model that embedded the chunks, whatever the config says now.
         # `model`: one already loaded for this collection (a service searching in several modes loads it once).
         self.model = model or load_model(coll.embedding_model)  # its backend too (jobs/embed/backends.py)
-        if mode == "hybrid-doc":  # the documents' outline vectors, with the same model (built once, then kept current)
-            built = store.ensure_doc_vectors(coll, self._encode)
-            if built:
-                log.info("%s: %d document vectors embedded", collection, built)
+        # A fast tokenizer is not safe to call from two threads at once: a service's searchers share the
+        # model and this lock; the database work of their searches still runs side by side.
+        self.encode_lock = encode_lock or threading.Lock()
 
     def search(self, query: str, k: int = 5, filters: list[Filter] | None = None,
                min_similarity: float | None = None) -> list[dict]:
         return self.search_many([query], k, filters=filters, min_similarity=min_similarity)[0]
 
     def _encode(self, texts: list[str]):
-        return self.model.encode(texts, normalize_embeddings=True, show_progress_bar=False, batch_size=64)
+        with self.encode_lock:
+            return self.model.encode(texts, normalize_embeddings=True, show_progress_bar=False, batch_size=64)
 
     def search_many(self, queries: list[str], k: int = 5, exact: bool = False, filters: list[Filter] | None = None,
-                    min_similarity: float | None = None,
-                    passages: bool = True) -> list[list[dict]]:
+                    min_similarity: float | None = None, passages: bool = True,
+                    store: PgStore | None = None) -> list[list[dict]]:
         """Each query's hits, best first, each with `rank`, `score` (what orders the list: the fused score,
         or the cosine in plain vector mode), `cosine` and `bm25` (None where BM25 did not rank it), its
         locators, metadata and matching passage (jobs/store/hits.py). `filters`: jobs/store/filters.py.
         `min_similarity`: hits less similar to the query (cosine) are dropped, so a query about nothing in
-        the collection can come back empty."""
+        the collection can come back empty. `store`: the connection to search over (a service lends each
+        request one of its pool's), else the one this searcher was made with."""
+        store = store or self.store
         vectors = self._encode(queries)
         if self.repeat_ratio is None:
-            ranked = self.store.search_many(self.coll, vectors, k, self.ef_search, exact, queries=queries,
-                                            mode=self.mode, filters=filters)
+            ranked = store.search_many(self.coll, vectors, k, self.ef_search, exact, queries=queries,
+                                       mode=self.mode, filters=filters)
         else:
             # Candidates ranked before `diversify` picks k, as deep as the fused rankings: enough that k
             # distinct documents are almost always among them.
             depth = max(k, DEPTH)
-            ranked = self.store.search_many(self.coll, vectors, depth, self.ef_search, exact, queries=queries,
-                                            mode=self.mode, filters=filters)
+            ranked = store.search_many(self.coll, vectors, depth, self.ef_search, exact, queries=queries,
+                                       mode=self.mode, filters=filters)
             # Fused modes score by reciprocal rank; a cosine is no such score, so vector hits weigh as their rank would.
             by_rank = [1.0 / (RRF_K + r) for r in range(1, depth + 1)] if self.mode == "vector" else None
             ranked = [diversify(hs, self.repeat_ratio, k, by_rank[:len(hs)] if by_rank else None) for hs in ranked]
@@ -109,6 +121,6 @@ class Searcher:
             if min_similarity is not None:
                 hits = [h for h in hits if h["cosine"] is not None and h["cosine"] >= min_similarity]
             if passages:  # a ts_headline per hit: for hits a person reads, not for an evaluation's rankings
-                hits = self.store.add_passages(self.coll, hits, query)
+                hits = store.add_passages(self.coll, hits, query)
             out.append([dict(h, rank=rank, score=round(h["score"], 6)) for rank, h in enumerate(hits, 1)])
         return out

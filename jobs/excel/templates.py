@@ -32,10 +32,10 @@ from pathlib import Path
 
 import yaml
 
-from jobs.config import template_files
 from jobs.errors import ConfigError
 from jobs.excel.cells import SEPARATOR
 from jobs.sources.globs import check_globs, matches
+from jobs.template_files import template_files
 
 
 def _key(name: str) -> str:

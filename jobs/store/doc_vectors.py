@@ -8,9 +8,12 @@ for its best chunk (by the chunk vectors), fused by the same reciprocal rank fus
 dev sets it lifts description-like questions a lot and costs detail questions some
 (openshift-docs page hit@1: 0.830 by hybrid, 0.736 with it), so it is a mode to choose, not the default.
 
-The vectors are derived data: built on the first `hybrid-doc` search of an embedding space with
-that space's model, and brought up to date on each later one (an outline whose text changed is
-embedded again, a document gone is dropped), so ingest, reembed and load never need to know of them.
+The vectors are derived data, built by the write side only: `corpusmill upgrade --doc-vectors` builds
+them for a collection with its embedding space's model and brings them up to date (an outline whose text
+changed is embedded again, a document gone is dropped); later upgrades of a collection that has them
+keep them current. A search only reads them (a read-only role can search in `hybrid-doc`) and, where they
+are missing, says how to build them; a document added since the last upgrade is still found by the
+other two rankings.
 """
 
 from __future__ import annotations
@@ -42,6 +45,12 @@ def outline(heading_paths: list[list[str]]) -> str:
                 seen.add(h)
                 heads.append(h)
     return title + ("\n" + "; ".join(heads[:OUTLINE_HEADINGS]) if heads else "")
+
+
+def exists(conn, schema: str, chunk_table: str) -> bool:
+    """Whether `chunk_table` has its document vectors (a catalog lookup; writes nothing)."""
+    return conn.execute("SELECT to_regclass(format('%%I.%%I', %s::text, %s::text)) IS NOT NULL",
+                        (schema, table_name(chunk_table))).fetchone()[0]
 
 
 def ensure(conn, schema: str, chunk_table: str, dimension: int, encode: Callable[[list[str]], np.ndarray]) -> int:

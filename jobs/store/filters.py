@@ -69,8 +69,10 @@ def _forms(value: str) -> list[object]:
 def _regex(glob: str) -> str:
     """A shell glob as an anchored PostgreSQL regular expression (`*` any run, `?` one character)."""
     out = []
-    for ch in glob:
+    for i, ch in enumerate(glob):
         if ch == "*":
+            if i and glob[i - 1] == "*":  # `**` means what `*` does; folded, a run of stars costs one
+                continue
             out.append(".*")
         elif ch == "?":
             out.append(".")

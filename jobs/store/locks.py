@@ -19,10 +19,13 @@ seconds with one line.
 from __future__ import annotations
 
 import _thread
+import ctypes
 import logging
+import signal
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 import psycopg
 from psycopg import sql
@@ -78,14 +81,20 @@ def lost_message(collection: str, holder: str | None) -> str:
 
 class LeaseWatch:
     """The driver's side of the fence: a thread that reads the owner token every `every` seconds on a
-    connection of its own and, once another run owns the collection, interrupts the main thread
-    (KeyboardInterrupt there; `lost` says why), so the run's Ray job stops instead of working on for
-    writers that can no longer commit. A database it cannot reach is not a loss: the writers and the
-    driver's own reconnects decide that."""
+    connection of its own and, once another run owns the collection (`lost` says why), stops the run's
+    work within seconds instead of letting it work on for writers that can no longer commit: it calls the
+    cancels registered with `on_lost` (a Ray job's: jobs.ray_session.JobCancel kills its actors and
+    tasks), and where none had anything running, interrupts the main thread (KeyboardInterrupt there:
+    a run in this process; interrupt_main). Until the run leaves the watch it does so again every
+    `REPEAT` seconds: an interrupt that lands in a finalizer is dropped. A database it cannot reach is not
+    a loss: the writers and the driver's own reconnects decide that."""
+
+    REPEAT = 10.0
 
     def __init__(self, url: str, schema: str, collection: str, token: str, every: float = 2.0):
         self.url, self.schema, self.collection, self.token, self.every = url, schema, collection, token, every
         self.lost: str | None = None
+        self._cancels: list[Callable[[str], bool]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="corpusmill-lease", daemon=True)
 
@@ -96,6 +105,11 @@ class LeaseWatch:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+
+    def on_lost(self, cancel: Callable[[str], bool]) -> None:
+        """`cancel(message)`, called once the collection is lost, stops work in progress and returns whether
+        there was any."""
+        self._cancels.append(cancel)
 
     def _run(self) -> None:
         conn = None
@@ -110,11 +124,36 @@ class LeaseWatch:
                 continue
             if now is not None and now[0] != self.token:
                 self.lost = lost_message(self.collection, now[1])
-                log.error("%s", self.lost)
-                _thread.interrupt_main()
+                log.error("%s; stopping", self.lost)
                 break
         if conn is not None:
             conn.close()
+        while self.lost is not None:
+            self._stop_work()
+            if self._stop.wait(self.REPEAT):
+                break
+
+    def _stop_work(self) -> None:
+        cancelled = False
+        for cancel in list(self._cancels):
+            try:
+                cancelled = bool(cancel(self.lost)) or cancelled
+            except Exception:  # a cancel that fails must not keep the main thread from being told
+                log.warning("could not cancel the run's work", exc_info=True)
+        if not cancelled:
+            interrupt_main()
+
+
+def interrupt_main() -> None:
+    """KeyboardInterrupt in the main thread, at its next Python instruction. A process started with SIGINT
+    ignored (a shell script's `cmd &`, nohup, some service managers) has no Python handler for it, and
+    there `_thread.interrupt_main` does nothing: the exception is then set on the main thread directly."""
+    if callable(signal.getsignal(signal.SIGINT)):
+        _thread.interrupt_main()
+        return
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(threading.main_thread().ident),
+                                               ctypes.py_object(KeyboardInterrupt))
+
 
 def try_lock(conn: psycopg.Connection, key: int) -> bool:
     return conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]

@@ -11,10 +11,15 @@ files' bytes anyway.
 from __future__ import annotations
 
 import json
+import logging
 
+import psycopg
 from psycopg import sql
 
 from jobs.store.connection import connect, connect_with_backoff
+
+log = logging.getLogger(__name__)
+RECONNECT_SECONDS = 60.0  # as database.reconnect_seconds' default: a server restart mid-run
 
 
 class WorkItems:
@@ -56,6 +61,18 @@ class WorkItems:
         finally:
             self.conn.close()
 
+    def _execute(self, stmt: sql.Composable, params) -> psycopg.Cursor:
+        """One statement on this object's connection, again on a new one if the server cut it (a restart
+        mid-run: the statements here are reads, or an INSERT the server rolled back with the connection)."""
+        try:
+            return self.conn.execute(stmt, params)
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            if not (self.conn.broken or self.conn.closed):
+                raise
+            log.warning("lost the connection to PostgreSQL (%s); reconnecting", str(exc).strip().splitlines()[0])
+            self.conn = connect_with_backoff(self.url, self.application_name(self.run_id), RECONNECT_SECONDS)
+            return self.conn.execute(stmt, params)
+
     @property
     def _t(self) -> sql.Composed:
         return sql.Identifier(self.schema, "work_items")
@@ -70,21 +87,33 @@ class WorkItems:
                                 size, etag, json.dumps(item)))
                 self.added += 1
 
+    def repeat(self, paths: list[str]) -> int:
+        """This run's items of `paths` again, as the current round (begin_round first): a second pass over
+        documents the first one lost (jobs/ingest.py). Returns how many."""
+        added = self._execute(sql.SQL(
+            "INSERT INTO {t} (run_id, collection, seq, source_type, source_path, source_size, source_etag, item) "
+            "SELECT run_id, collection, %s + row_number() OVER (ORDER BY seq) - 1, source_type, source_path, "
+            "source_size, source_etag, item FROM (SELECT DISTINCT ON (source_path) * FROM {t} WHERE run_id = %s "
+            "AND source_path = ANY(%s) AND seq < %s ORDER BY source_path, seq) w").format(t=self._t),
+            (self.added, self.run_id, paths, self.since)).rowcount
+        self.added += added
+        return added
+
     def counts(self) -> dict[str, int]:
         """{source_type: items}"""
-        return dict(self.conn.execute(sql.SQL(
+        return dict(self._execute(sql.SQL(
             "SELECT source_type, count(*) FROM {} WHERE run_id = %s AND seq >= %s GROUP BY 1").format(self._t),
             (self.run_id, self.since)))
 
     def planned(self, paths: list[str]) -> set[str]:
         """Which of `paths` this run already holds."""
-        rows = self.conn.execute(sql.SQL("SELECT source_path FROM {} WHERE run_id = %s AND source_path = ANY(%s)")
+        rows = self._execute(sql.SQL("SELECT source_path FROM {} WHERE run_id = %s AND source_path = ANY(%s)")
                                  .format(self._t), (self.run_id, paths))
         return {r[0] for r in rows}
 
     def ranges(self, source_type: str, per_range: int) -> list[dict]:
         """Consecutive runs of `per_range` items of one source type, as rows for read_work_items."""
-        rows = self.conn.execute(sql.SQL(
+        rows = self._execute(sql.SQL(
             "SELECT min(seq), max(seq) FROM (SELECT seq, (row_number() OVER (ORDER BY seq) - 1) / %s AS part "
             "FROM {} WHERE run_id = %s AND source_type = %s AND seq >= %s) s GROUP BY part ORDER BY 1").format(self._t),
             (per_range, self.run_id, source_type, self.since))
@@ -92,9 +121,31 @@ class WorkItems:
 
     def items(self, source_type: str) -> list[dict]:
         """All items of one source type, in plan order."""
-        return [r[0] for r in self.conn.execute(sql.SQL(
+        return [r[0] for r in self._execute(sql.SQL(
             "SELECT item FROM {} WHERE run_id = %s AND source_type = %s AND seq >= %s ORDER BY seq").format(self._t),
             (self.run_id, source_type, self.since))]
+
+    def lost(self, runs: int) -> list[tuple[dict, bool]]:
+        """The run's documents still pending after its write (the pipeline never returned them: a block
+        failed past its retries, its worker killed each time), each as the document its work item read
+        (path, id, type, content sha256, pipeline fingerprint) and whether it was lost in each of the
+        `runs` - 1 runs before on that same content and pipeline: its last errors, newest first, are all
+        LostDocument on it (a run that failed it otherwise, or read other content, breaks the chain)."""
+        rows = self._execute(sql.SQL(
+            "SELECT DISTINCT ON (d.source_path) d.source_path, d.doc_id, d.source_type, w.item->>'content_sha256', "
+            "w.item->>'pipeline_fingerprint', (SELECT count(*) FILTER (WHERE e.error_class = 'LostDocument' "
+            "  AND e.content_sha256 = w.item->>'content_sha256' "
+            "  AND e.pipeline_fingerprint = w.item->>'pipeline_fingerprint') "
+            "  FROM (SELECT error_class, content_sha256, pipeline_fingerprint FROM {errors} "
+            "        WHERE collection = d.collection AND source_path = d.source_path AND run_id <> d.run_id "
+            "        ORDER BY id DESC LIMIT %s) e) "
+            "FROM {docs} d LEFT JOIN {work} w ON w.run_id = d.run_id AND w.source_path = d.source_path "
+            "WHERE d.collection = %s AND d.run_id = %s AND d.status = 'pending' ORDER BY d.source_path, w.seq DESC"
+        ).format(errors=sql.Identifier(self.schema, "errors"), docs=sql.Identifier(self.schema, "documents"),
+                 work=self._t), (runs - 1, self.collection, self.run_id))
+        return [({"source_path": path, "doc_id": doc, "source_type": kind, "content_sha256": sha,
+                  "pipeline_fingerprint": fp}, sha is not None and before >= runs - 1)
+                for path, doc, kind, sha, fp, before in rows]
 
 
 def read_work_items(rows: list[dict], *, url: str, schema: str, reconnect_seconds: float = 0) -> list[dict]:
