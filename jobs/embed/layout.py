@@ -13,7 +13,7 @@ def embed_layout(cfg: JobConfig, cluster: dict, cores: int, documents: int,
     """(actors, encoder workers per actor) of the embedding stage, from `resources.pool_size` and
     `workers_per_actor` (either may be `auto`).
 
-    On GPUs: one actor per `num_gpus` share of the cluster's GPUs, one worker each. On CPUs: one
+    On GPUs: one actor per `num_gpus` share of the GPUs the sentence actors leave, one worker each. On CPUs: one
     single-threaded encoder per `torch_threads` cores (several single-threaded encoders beat one
     multi-threaded one, whose threads stall at every sync point when Ray's other processes take a core;
     measured alone and beside CPU load), within the logical CPUs left once the sentence actors and one task slot for
@@ -25,10 +25,13 @@ def embed_layout(cfg: JobConfig, cluster: dict, cores: int, documents: int,
     chunk per document): an actor with nothing to do still pays its imports and model load."""
     emb, res = cfg.embedding, cfg.embedding.resources
     threads = emb.torch_threads or max(1, int(res.num_cpus))  # a Ray actor's torch runs one thread per CPU
+    gpus = cluster.get("GPU", 0)
     if others is None:
         sentences = cfg.sentences.resources
         others = (sentences.pool_size or 1) * sentences.num_cpus + max(cfg.ray.parse.num_cpus, cfg.ray.chunk.num_cpus,
                                                                          cfg.ray.excel.num_cpus)
+        # The sentence actors' GPU shares are placed too: encoders get what they leave, or some would never start.
+        gpus -= (sentences.pool_size or 1) * sentences.num_gpus
     fits = int((cluster.get("CPU", 0) - others) // res.num_cpus)  # encoders that fit, each holding num_cpus
     on_gpu = bool(res.num_gpus)
 
@@ -41,7 +44,7 @@ def embed_layout(cfg: JobConfig, cluster: dict, cores: int, documents: int,
         per_actor = emb.workers_per_actor
         return actors, (auto_workers(max(1, fits // actors)) if per_actor == "auto" else per_actor)
     if on_gpu:
-        actors = max(1, min(int(cluster.get("GPU", 0) // res.num_gpus), batches))
+        actors = max(1, min(int(gpus / res.num_gpus + 1e-9), batches))
         return actors, (1 if emb.workers_per_actor == "auto" else emb.workers_per_actor)
     encoders = max(1, min(cores // threads, fits))
     per_actor = auto_workers(encoders) if emb.workers_per_actor == "auto" else min(emb.workers_per_actor, encoders)

@@ -1,5 +1,6 @@
 """spaCy plugins a sentence pipeline needs that corpusmill installs only with an extra: en_core_web_trf's
-`transformer` component is made by spacy-transformers, in the `gpu` extra (`pip install 'corpusmill[gpu]'`).
+`transformer` component is made by spacy-curated-transformers (3.7 and later; `curated_transformer`) or
+spacy-transformers (earlier pipelines; `transformer`), both in the `gpu` extra (`pip install 'corpusmill[gpu]'`).
 
 Without the plugin spaCy fails deep inside a sentence actor on Ray with E002 ("can't find factory"); the
 driver checks first (`check_plugins`, from what the pipeline declares it requires), and a load that still
@@ -15,7 +16,8 @@ from pathlib import Path
 from jobs.errors import MissingPackageError
 
 # distribution -> (the module it installs, the factory it registers, the extra that brings it)
-_PLUGINS = {"spacy-transformers": ("spacy_transformers", "transformer", "gpu")}
+_PLUGINS = {"spacy-curated-transformers": ("spacy_curated_transformers", "curated_transformer", "gpu"),
+            "spacy-transformers": ("spacy_transformers", "transformer", "gpu")}
 _NO_FACTORY = re.compile(r"\[E002\] Can't find factory for '([^']+)'")
 
 

@@ -2,7 +2,7 @@
 
 The stage is a class so that a Ray actor loads the spaCy pipeline once. Only the components that
 sentence boundaries need stay enabled: `senter` for small CPU pipelines, `parser` (and the
-transformer it listens to) for `en_core_web_trf`, which ships no senter.
+transformer it listens to) for `en_core_web_trf`, which ships no senter; on a GPU in float16.
 
 Prose longer than spaCy takes in one text (`nlp.max_length`, and well before it, memory) is cut
 first (`safe_pieces`): at a paragraph break, else a line break, else a sentence end, else whitespace,
@@ -166,7 +166,21 @@ def load_sentence_pipeline(name: str, *, require_gpu: bool = False, download_mis
         nlp.add_pipe("sentencizer")
         keep = {"sentencizer"}
     nlp.select_pipes(enable=sorted(keep))
+    if require_gpu:
+        half_precision(nlp)
     return nlp
+
+
+def half_precision(nlp) -> int:
+    """Run the pipeline's PyTorch models (en_core_web_trf's transformer) under float16 autocast on the
+    GPU, as thinc does when a model is configured with `mixed_precision`: the pipelines ship with it off
+    (for training), and sentence boundaries need no float32. Set on thinc's shim rather than through a
+    config override at load, which older transformer architectures reject. Returns how many were set."""
+    shims = [shim for name in nlp.pipe_names if hasattr(nlp.get_pipe(name), "model")
+             for node in nlp.get_pipe(name).model.walk() for shim in node.shims if hasattr(shim, "_mixed_precision")]
+    for shim in shims:
+        shim._mixed_precision = True
+    return len(shims)
 
 
 def _unclosed(text: str) -> bool:
@@ -188,13 +202,14 @@ def must_join(before: str, after: str) -> bool:
     return bool(_NUMBERED_ABBREV.search(before) and _OPENS_WITH_NUMBER.match(after))
 
 
-def _spans(doc, base: int, block: int) -> list[list]:
-    """Sentence spans of a spaCy doc, shifted by `base`, trimmed of surrounding whitespace, with
-    the boundaries `must_join` rejects removed."""
+def _spans(doc, text: str, base: int, block: int) -> list[list]:
+    """Sentence spans of a spaCy doc made from `text`, shifted by `base`, trimmed of surrounding
+    whitespace, with the boundaries `must_join` rejects removed. The text is sliced from `text`, not
+    read from the doc: spaCy's tokenizer keeps the text verbatim, while doc.text and sent.text rebuild it
+    token by token in Python, for every token of every text (ops/bench/sentences.py: before/after)."""
     out: list[list] = []
-    text = doc.text
     for sent in doc.sents:
-        raw = sent.text
+        raw = text[sent.start_char:sent.end_char]
         lead = len(raw) - len(raw.lstrip())
         trail = len(raw) - len(raw.rstrip())
         start, end = sent.start_char + lead, sent.end_char - trail
@@ -348,8 +363,8 @@ class SentenceSplitter:
         # Batches sorted by length keep padded (transformer) batches tight.
         texts.sort(key=lambda x: x[2] - x[1])
         parsed = self.nlp.pipe((text[a:b] for text, a, b, _, _ in texts), batch_size=self.nlp_batch_size)
-        for (_, start, _, block, units), doc in zip(texts, parsed):
-            units.extend(_spans(doc, start, block))
+        for (text, start, end, block, units), doc in zip(texts, parsed):
+            units.extend(_spans(doc, text[start:end], start, block))
         for piece, lists in split_up:
             for units in lists:
                 piece.extend(units)

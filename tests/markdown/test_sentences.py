@@ -245,3 +245,21 @@ def test_a_paragraph_under_the_limit_is_split_exactly_as_before(splitter, monkey
     before = splitter([_row(text)])[0]["units_json"]
     monkeypatch.setattr(splitter, "max_chars", len(text))  # the limit, not over it: one text, as before
     assert splitter([_row(text)])[0]["units_json"] == before
+
+
+def test_units_are_the_same_as_when_read_back_through_the_doc(splitter, monkeypatch):
+    """_spans slices each sentence from the text it gave spaCy instead of rebuilding it from the doc's tokens
+    (doc.text, sent.text: half the small model's time in this stage, ops/bench/sentences.py): the units must
+    be those the doc gives, on the fixture corpus and on text whose characters spaCy handles specially."""
+    from jobs.markdown import sentences
+    from ops.bench.sentences import spans_before
+
+    texts = [p.read_text(encoding="utf-8") for p in sorted((REPO / "tests" / "data" / "corpus").rglob("*.md"))]
+    texts.append("# Odd\n\nTabs\there.  Two  spaces. Emoji 👩‍👩‍👧 ends it. e\u0301 accents. \u00a0Non-breaking space!"
+                 " Line\r\nbreak (open [link](x. y) here. Last one…  \n\n  Indented prose. Another.\n")
+    rows = [_row(t) for t in texts]
+    after = [r["units_json"] for r in splitter(rows)]
+    monkeypatch.setattr(sentences, "_spans", spans_before)
+    before = [r["units_json"] for r in splitter(rows)]
+    assert after == before
+    assert sum(len(u) for units in after for section in json.loads(units) for u in section) > 100
