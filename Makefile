@@ -6,7 +6,7 @@ TORCH_SPEC  ?= torch==2.13.0
 CONFIG      ?= configs/local.yaml
 QUERY       ?= How do I define redirects for the development server?
 
-.PHONY: setup run test test-fast test-gpu lint docs clean db-stop bench bench-gpu bench-scale eval eval-excel
+.PHONY: setup run test test-fast test-gpu lint docs clean db-stop bench bench-gpu bench-gpu-e2e bench-scale eval eval-excel
 
 setup: $(VENV)/.installed
 
@@ -21,11 +21,18 @@ run: setup
 	$(VENV)/bin/corpusmill ingest --config $(CONFIG)
 	$(VENV)/bin/corpusmill search --config $(CONFIG) --collection notes -k 3 "$(QUERY)"
 
+# Two pytest-xdist workers (TEST_WORKERS=0: one process): much of the suite waits on Ray, PostgreSQL and
+# subprocesses, so two share the 2 cores. Each worker has its own embedded PostgreSQL and Ray head; tests
+# of one file run on one worker (--dist loadfile), so a module's cluster or shared ingest is made once. Not
+# loadgroup: under pytest 9 xdist's xdist_group marks are silently ignored (it renames node ids pytest no longer has).
+TEST_WORKERS ?= 2
+PYTEST      := $(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
 test: setup
-	$(PY) -m pytest
+	$(PYTEST)
 
 test-fast: setup
-	$(PY) -m pytest -m "not slow and not gpu"
+	$(PYTEST) -m "not slow and not gpu"
 
 test-gpu: setup
 	$(PY) -m pytest -m gpu -o addopts=""
@@ -52,6 +59,14 @@ bench: setup $(VENV)/.bench-installed
 
 bench-gpu: setup
 	BENCH_OUT=$(BENCH_OUT) ops/bench/gpu.sh
+
+# The whole job on a GPU machine with no registry (ops/bench/gpu_e2e.sh, docs/gpu.md): gpu.yaml's ingest of
+# E2E_CORPUS beside local.yaml's on the machine's CPUs. E2E_STEP=prepare (here) packs what the machine lacks
+# and the corpus into .corpusmill/e2e/part-*; there, receive (a call per part), install, sentences, run (the default).
+# Here, E2E_FILES=8 E2E_CORPUS=DIR: the dry run on CPUs.
+E2E_STEP    ?= run
+bench-gpu-e2e:
+	BENCH_OUT=$(BENCH_OUT) ops/bench/gpu_e2e.sh $(E2E_STEP) $(E2E_CORPUS) $(if $(E2E_FILES),--files $(E2E_FILES))
 
 # The index at 10k, 100k and 1M chunks (ops/bench/scale.py): load rows/s against raw COPY, index builds,
 # sizes, per-query latency of each search mode and its growth. BENCH_SCALE_SIZES=10000,100000 for less.

@@ -1,17 +1,23 @@
-"""Shared fixtures: a real embedded PostgreSQL + pgvector and a real local Ray head, one per session.
+"""Shared fixtures: a real embedded PostgreSQL + pgvector and a real local Ray head, one per session
+(per pytest-xdist worker); one ingest of the bundled corpus that read-only tests share; `run_cli`, a
+command in this process, and `cli_process`, one as its own process.
 
-Every test works in its own temporary CORPUSMILL_HOME subtree and its own collection, so tests
+Every test works in its own collection under the session's temporary CORPUSMILL_HOME, so tests
 never see each other's documents or a developer's `.corpusmill/`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -52,6 +58,12 @@ def store(pg_url):
     with PgStore(pg_url) as s:
         s.migrate()
         yield s
+
+
+@pytest.fixture()
+def ray_env(ray_address, pg_url, cm_home) -> dict:
+    """A process's environment joined to the session's Ray head: its runs go through Ray whatever their size."""
+    return dict(os.environ, RAY_ADDRESS=ray_address, CORPUSMILL_HOME=str(cm_home), TOKENIZERS_PARALLELISM="false")
 
 
 def ensure_ray_token() -> None:
@@ -130,6 +142,49 @@ def _in_groups(proc, groups: set[int]) -> bool:
         return False
 
 
+def run_cli(*args: str, env: dict[str, str | None] | None = None) -> subprocess.CompletedProcess:
+    """`corpusmill ARGS` in this process (jobs.cli.main), with its exit status, standard output and
+    standard error (log records included, as the command's handler would print them) as a subprocess
+    gives them. For tests that are not about the process: a subprocess per command repeats the
+    interpreter start, the torch and spaCy imports and the model loads. `env`: variables set (None:
+    unset) for the command only. A run of more than ray.in_process_max_documents documents, or with
+    RAY_ADDRESS set, goes through Ray: run those as processes (`cli_process`)."""
+    from jobs import cli  # late, as every jobs import in this file: the fixtures import what they use
+
+    out, err = io.StringIO(), io.StringIO()
+    handler = logging.StreamHandler(err)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    level = root.level
+    saved = {k: os.environ.get(k) for k in (env or {})}
+    try:
+        for k, v in (env or {}).items():
+            _set_env(k, v)
+        root.addHandler(handler)
+        root.setLevel(logging.DEBUG if "-v" in args else logging.INFO)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = cli.main(list(args))
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+        for k, v in saved.items():
+            _set_env(k, v)
+    return subprocess.CompletedProcess(["corpusmill", *args], code, out.getvalue(), err.getvalue())
+
+
+def _set_env(key: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(key, None)
+    else:
+        os.environ[key] = value
+
+
+def cli_process(*args: str, env: dict, timeout: int = 600, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`corpusmill ARGS` as its own process, in `env`: for runs on Ray and tests about the process."""
+    return subprocess.run([sys.executable, "-m", "jobs.cli", *args], env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
+
+
 @pytest.fixture()
 def corpus(tmp_path) -> Path:
     """A private, writable copy of the bundled corpus."""
@@ -138,12 +193,52 @@ def corpus(tmp_path) -> Path:
     return dst
 
 
+@dataclass(frozen=True)
+class Ingested:
+    """A finished ingest: its config, input, run directory and what the command printed."""
+    collection: str
+    config: Path
+    corpus: Path
+    runs: Path
+    out: subprocess.CompletedProcess
+
+
+@pytest.fixture(scope="session")
+def default_ingest(tmp_path_factory, pg_url) -> Ingested:
+    """The bundled corpus ingested once per session, in process, as a user's small run goes (collection
+    `e2e_basic`, its QA report written). Tests that only read a collection share it: they must not change
+    its input or its collection; one that needs its own ingests its own (or loads this run's Parquet). Under
+    pytest-xdist (`--dist loadfile`) each worker that runs a test of it ingests it once."""
+    root = tmp_path_factory.mktemp("default")
+    corpus = Path(shutil.copytree(CORPUS, root / "corpus"))
+    cfg = write_config(root / "c.yaml", "e2e_basic", [corpus], report=True)
+    out = run_cli("ingest", "--config", str(cfg), "--output", str(root / "runs"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    return Ingested("e2e_basic", cfg, corpus, root / "runs", out)
+
+
+@pytest.fixture(scope="session")
+def clean_copies(tmp_path_factory, pg_url) -> tuple[Path, str]:
+    """CLEAN_COPIES copies of the bundled corpus (big_corpus) ingested once per session with COPIES, in this
+    process (no Ray: a clean run to compare interrupted ones with, by another path), as `e2e_clean`. Its
+    tests sit in one file, so one xdist worker makes it."""
+    root = tmp_path_factory.mktemp("clean")
+    big = big_corpus(CORPUS, root / "big", copies=CLEAN_COPIES)
+    n_docs = len(list(big.rglob("*.md")))
+    cfg = write_config(root / "c.yaml", "e2e_clean", [big], ray__in_process_max_documents=n_docs, **COPIES)
+    out = run_cli("ingest", "--config", str(cfg))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "run in this process" in out.stderr
+    return big, "e2e_clean"
+
+
 # The config overrides a big_corpus run needs: its documents are copies of each other, so they are
 # near-duplicate neighbours (the gate is off), and with shared text stored once which copy holds a text
 # would follow commit order, so a resumed run and a clean one would differ in holders, not in content.
 # Every copy is embedded (no vector reuse): the tests that kill, restart or race a run need it to take
 # as long as that many distinct documents, not finish once the first copy's vectors are in.
 COPIES = dict(database__shared_text="each", gates__max_duplicate_neighbour_rate=None, embedding__reuse=False)
+CLEAN_COPIES = 10  # 60 documents: the kill and the fence tests interrupt runs of this size (clean_copies)
 
 
 def big_corpus(src: Path, dst: Path, copies: int) -> Path:
@@ -170,6 +265,7 @@ def write_config(path: Path, collection: str, roots: list[Path], **overrides) ->
     data["input"]["roots"] = [str(r) for r in roots]
     data["ray"]["progress_bars"] = False
     data["embedding"]["reuse_other_collections"] = False
+    data["report"] = False  # the QA report's HTML and plots: a test that reads them turns it on (report=True)
     for dotted, value in overrides.items():
         node = data
         *parents, leaf = dotted.split("__")

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from tests.conftest import write_config
-from tests.test_ingest import status, summary_line
+from tests.test_ingest import cli, status, summary_line
 
 pytestmark = pytest.mark.slow
 
@@ -47,11 +47,11 @@ sys.exit(console())
 '''
 
 
-def run(tmp_path, *args, env, buggy: bool) -> subprocess.CompletedProcess:
+def run_buggy(tmp_path, *args, env) -> subprocess.CompletedProcess:
+    """The CLI with the bug, as its own process (Ray ships the buggy stage from its __main__)."""
     script = tmp_path / "buggy_cli.py"
     script.write_text(BUGGY_CLI, encoding="utf-8")
-    head = [sys.executable, str(script)] if buggy else [sys.executable, "-m", "jobs.cli"]
-    return subprocess.run(head + list(args), env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, str(script), *args], env=env, capture_output=True, text=True, timeout=600)
 
 
 def errors_of(pg_url: str, collection: str) -> list[tuple]:
@@ -72,15 +72,15 @@ def test_a_bug_in_a_ray_stage_stops_the_run_with_exit_4_and_loses_no_document(tm
     env = dict(os.environ, RAY_ADDRESS=ray_address, CORPUSMILL_HOME=str(cm_home), TOKENIZERS_PARALLELISM="false")
     (corpus / "poison.md").write_text("# Poison\n\nA page our chunker has a bug for.\n", encoding="utf-8")
     cfg = write_config(tmp_path / "c.yaml", "e2e_bug_ray", [corpus])
-    out = run(tmp_path, "ingest", "--config", str(cfg), env=env, buggy=True)
+    out = run_buggy(tmp_path, "ingest", "--config", str(cfg), env=env)
     assert_stopped_by_the_bug(out, cm_home)
     assert "internal error: InternalError:" in out.stderr and "stage chunk:" in out.stderr
     # Not `LostDocument`, not failed: the documents the bug met stay pending, and the fixed code takes them.
     assert errors_of(pg_url, "e2e_bug_ray") == []
-    assert status("e2e_bug_ray", env)["documents"]["failed"] == 0
-    out = run(tmp_path, "ingest", "--config", str(cfg), env=env, buggy=False)
+    assert status("e2e_bug_ray")["documents"]["failed"] == 0
+    out = cli("ingest", "--config", str(cfg))  # the fixed code (in process: 8 documents)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert status("e2e_bug_ray", env)["documents"] == {"done": 8, "failed": 0, "pending": 0}
+    assert status("e2e_bug_ray")["documents"] == {"done": 8, "failed": 0, "pending": 0}
 
 
 def test_a_bug_in_process_stops_the_run_with_exit_4_and_a_bad_file_still_fails_alone(tmp_path, corpus, pg_url,
@@ -90,14 +90,14 @@ def test_a_bug_in_process_stops_the_run_with_exit_4_and_a_bad_file_still_fails_a
     (corpus / "poison.md").write_text("# Poison\n\nA page our chunker has a bug for.\n", encoding="utf-8")
     (corpus / "latin1.md").write_bytes("# Caf\xe9\n\nNot UTF-8 at all.".encode("latin-1"))
     cfg = write_config(tmp_path / "c.yaml", "e2e_bug_here", [corpus])
-    out = run(tmp_path, "ingest", "--config", str(cfg), env=env, buggy=True)
+    out = run_buggy(tmp_path, "ingest", "--config", str(cfg), env=env)
     assert "run in this process" in out.stderr
     assert_stopped_by_the_bug(out, cm_home)
     assert "internal error: TypeError:" in out.stderr
     assert set(errors_of(pg_url, "e2e_bug_here")) <= {("latin1.md", "NotUtf8Error")}  # nothing lost, nothing blamed
     # Without the bug: the bad file fails alone (exit 1), every other file lands.
-    out = run(tmp_path, "ingest", "--config", str(cfg), env=env, buggy=False)
+    out = cli("ingest", "--config", str(cfg))
     assert out.returncode == 1, out.stdout + out.stderr
     assert "latin1.md  [parse_markdown] NotUtf8Error" in out.stdout and "1 failed" in summary_line(out.stdout)
-    assert status("e2e_bug_here", env)["documents"] == {"done": 8, "failed": 1, "pending": 0}
+    assert status("e2e_bug_here")["documents"] == {"done": 8, "failed": 1, "pending": 0}
     assert errors_of(pg_url, "e2e_bug_here") == [("latin1.md", "NotUtf8Error")]

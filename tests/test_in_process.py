@@ -1,74 +1,55 @@
-"""Small runs in the driver process (jobs/in_process.py): the same chunks and vectors as the Ray path,
-and an edit re-run that stays in process."""
+"""Small runs in the driver process (jobs/in_process.py): the same chunks and vectors as the Ray path.
+An edit re-run that stays in process: test_incremental_changes_and_config_fingerprint (tests/test_ingest.py)."""
 
 from __future__ import annotations
-
-import os
 
 import numpy as np
 import psycopg
 import pytest
 
 from tests.conftest import write_config
-from tests.test_ingest import cli, status, summary_line
+from tests.test_ingest import cli, cli_process, landed, stage_stats, status
 
 pytestmark = pytest.mark.slow
 
 
-def stored(pg_url: str, collection: str) -> tuple[list[tuple], np.ndarray]:
-    """(source_path, seq, text, embed_text) of each chunk, and its vector, in one order."""
+def vectors(pg_url: str, collection: str) -> np.ndarray:
+    """Each chunk's vector, in source_path, seq order."""
     with psycopg.connect(pg_url) as conn:
         table = conn.execute("SELECT chunk_table FROM corpusmill.collections WHERE name = %s",
                              (collection,)).fetchone()[0]
-        rows = conn.execute(f"SELECT source_path, seq, text, embed_text, embedding::text FROM corpusmill.{table} "
-                            "ORDER BY source_path, seq").fetchall()
-    return [r[:4] for r in rows], np.array([np.array(r[4].strip("[]").split(","), dtype=np.float32) for r in rows])
+        rows = conn.execute(f"SELECT embedding::text FROM corpusmill.{table} ORDER BY source_path, seq").fetchall()
+    return np.array([np.array(r[0].strip("[]").split(","), dtype=np.float32) for r in rows])
 
 
-def last_stage_stats(pg_url: str, collection: str) -> dict:
+def test_a_small_run_in_process_stores_what_the_ray_path_stores(tmp_path, default_ingest, ray_env, pg_url):
+    # The session's default ingest ran in process (7 documents, local, ≤ ray.in_process_max_documents).
+    assert "run in this process" in default_ingest.out.stderr
+    run_id = default_ingest.out.stdout.split("run ", 1)[1].split(" ", 1)[0]
     with psycopg.connect(pg_url) as conn:
-        return conn.execute("SELECT stage_stats FROM corpusmill.runs WHERE collection = %s ORDER BY started_at DESC "
-                            "LIMIT 1", (collection,)).fetchone()[0]
-
-
-def test_a_small_run_in_process_stores_what_the_ray_path_stores(tmp_path, corpus, ray_address, pg_url, cm_home):
-    base = dict(os.environ, CORPUSMILL_HOME=str(cm_home), TOKENIZERS_PARALLELISM="false")
-    base.pop("RAY_ADDRESS", None)
-    on_ray = write_config(tmp_path / "ray.yaml", "e2e_on_ray", [corpus])
-    out = cli("ingest", "--config", str(on_ray), env=dict(base, RAY_ADDRESS=ray_address))  # a cluster: always Ray
+        (stats,) = conn.execute("SELECT stage_stats FROM corpusmill.runs WHERE run_id = %s", (run_id,)).fetchone()
+    assert stats["sink"]["in_process"] is True
+    here_rows, here_vectors = landed(pg_url, default_ingest.collection), vectors(pg_url, default_ingest.collection)
+    # The same documents joined to a cluster (RAY_ADDRESS): always Ray, the Markdown stages fused in one actor.
+    on_ray = write_config(tmp_path / "ray.yaml", "e2e_on_ray", [default_ingest.corpus], ray__fuse_markdown=True)
+    out = cli_process("ingest", "--config", str(on_ray), env=ray_env)
     assert out.returncode == 0, out.stdout + out.stderr
-    here = write_config(tmp_path / "here.yaml", "e2e_in_process", [corpus])
-    out = cli("ingest", "--config", str(here), env=base)  # local, 7 documents ≤ ray.in_process_max_documents
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "run in this process" in out.stderr
-    assert last_stage_stats(pg_url, "e2e_in_process")["sink"]["in_process"] is True
-    assert last_stage_stats(pg_url, "e2e_on_ray")["sink"]["in_process"] is False
+    stats = stage_stats(pg_url, "e2e_on_ray")
+    assert stats["sink"]["in_process"] is False and stats["stages"]["sentences"].get("fused", False) is True
 
-    ray_rows, ray_vectors = stored(pg_url, "e2e_on_ray")
-    rows, vectors = stored(pg_url, "e2e_in_process")
-    assert rows == ray_rows and len(rows) > 20  # Markdown and workbook chunks alike
-    np.testing.assert_allclose(vectors, ray_vectors, atol=1e-4)
-    assert status("e2e_in_process", env=base)["documents"] == {"done": 7, "failed": 0, "pending": 0}
+    assert landed(pg_url, "e2e_on_ray") == here_rows and len(here_rows[0]) > 20  # Markdown and workbook chunks
+    np.testing.assert_allclose(vectors(pg_url, "e2e_on_ray"), here_vectors, atol=1e-4)
+    assert status("e2e_on_ray")["documents"] == {"done": 7, "failed": 0, "pending": 0}
 
     # The same corpus under a third name, with other collections' vectors allowed: nothing is computed.
-    again = write_config(tmp_path / "again.yaml", "e2e_again", [corpus], embedding__reuse_other_collections=True)
-    out = cli("ingest", "--config", str(again), env=base)
+    again = write_config(tmp_path / "again.yaml", "e2e_again", [default_ingest.corpus],
+                         embedding__reuse_other_collections=True)
+    out = cli("ingest", "--config", str(again))
     assert out.returncode == 0, out.stdout + out.stderr
-    assert f"(0 computed, {len(rows)} reused)" in out.stdout, out.stdout
-    again_rows, again_vectors = stored(pg_url, "e2e_again")
-    assert again_rows == rows
-    np.testing.assert_array_equal(again_vectors, vectors)
-
-    # An edit: one page changed, in process again; only its changed chunks are embedded.
-    page = next(p for p in sorted(corpus.rglob("*.md")))
-    page.write_text(page.read_text(encoding="utf-8") + "\n\nA closing paragraph added by an edit.\n",
-                    encoding="utf-8")
-    out = cli("ingest", "--config", str(here), env=base)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert summary_line(out.stdout) == "files: 0 added, 1 updated, 0 retried, 6 skipped, 0 deleted, 0 failed"
-    assert "run in this process" in out.stderr
-    counts = last_stage_stats(pg_url, "e2e_in_process")
-    assert counts["sink"]["documents"] == 1
+    assert f"(0 computed, {len(here_rows[0])} reused)" in out.stdout, out.stdout
+    assert landed(pg_url, "e2e_again") == here_rows
+    # Lent by whichever collection holds the text (this one's or the Ray run's): equal to float32 rounding.
+    np.testing.assert_allclose(vectors(pg_url, "e2e_again"), here_vectors, atol=1e-6)
 
 
 def test_the_in_process_path_imports_no_ray():

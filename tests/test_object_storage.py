@@ -25,6 +25,7 @@ from tests.test_ingest import (
     CLI,
     chunk_rows,
     cli,
+    cli_process,
     each_chunk_once,
     pace_collection,
     status,
@@ -39,9 +40,15 @@ KEY_ID, SECRET = "AKIACORPUSMILLZEBRA1", "zebraSecret/9f3c1e7d5b2a40W+q8yRk"
 
 @pytest.fixture()
 def env(ray_address, pg_url, cm_home, s3_server):
+    """A process on the session's Ray head (where credentials must reach workers and stay out of Ray's logs)."""
     e = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}  # the secret file is the only source
     e.update(RAY_ADDRESS=ray_address, CORPUSMILL_HOME=str(cm_home), TOKENIZERS_PARALLELISM="false")
     return e
+
+
+def here(*args: str) -> subprocess.CompletedProcess:
+    """A command in this process, without the AWS_* variables: the secret file is the only source."""
+    return cli(*args, env={k: None for k in os.environ if k.startswith("AWS_")})
 
 
 @pytest.fixture()
@@ -96,8 +103,8 @@ def parquet_docs(objects: dict[str, bytes]) -> tuple[list[str], set[str]]:
 def test_ingest_from_a_bucket_into_a_bucket_and_rerun_incrementally(tmp_path, env, pg_url, s3_server, bucket):
     s3 = s3_server.client()
     upload(s3, bucket, "notes", CORPUS)
-    cfg = s3_config(tmp_path, "c.yaml", "s3_incr", [f"s3://{bucket}/notes"], s3_server)
-    out = cli("ingest", "--config", str(cfg), "--output", f"s3://{bucket}/runs", env=env)
+    cfg = s3_config(tmp_path, "c.yaml", "s3_incr", [f"s3://{bucket}/notes"], s3_server, report=True)
+    out = cli_process("ingest", "--config", str(cfg), "--output", f"s3://{bucket}/runs", env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert summary_line(out.stdout) == "files: 7 added, 0 updated, 0 retried, 0 skipped, 0 deleted, 0 failed"
     rows = chunk_rows(pg_url, "s3_incr")
@@ -130,7 +137,7 @@ def test_ingest_from_a_bucket_into_a_bucket_and_rerun_incrementally(tmp_path, en
 
     # A plan right after reads no object body: every listing matches what the store recorded.
     with s3_server.record() as requests:
-        plan = cli("plan", "--config", str(cfg), "--json", env=env)
+        plan = here("plan", "--config", str(cfg), "--json")
     assert plan.returncode == 0, plan.stderr
     p = json.loads(plan.stdout)
     assert (p["skip"], p["read"]) == (7, 0) and object_gets(requests) == []
@@ -145,7 +152,7 @@ def test_ingest_from_a_bucket_into_a_bucket_and_rerun_incrementally(tmp_path, en
     same = CORPUS / "powershell" / "editorial-checklist.md"
     s3.put_object(Bucket=bucket, Key="notes/powershell/editorial-checklist.md", Body=same.read_bytes())
     with s3_server.record() as requests:
-        plan = cli("plan", "--config", str(cfg), "--json", env=env)
+        plan = here("plan", "--config", str(cfg), "--json")
     assert plan.returncode == 0, plan.stderr
     p = json.loads(plan.stdout)
     assert (p["add"], p["update"], p["delete"], p["skip"]) == (1, 1, 1, 5)
@@ -153,8 +160,9 @@ def test_ingest_from_a_bucket_into_a_bucket_and_rerun_incrementally(tmp_path, en
     assert p["read"] == 2  # the changed and the new object; an identical re-upload keeps its ETag
     assert sorted(object_gets(requests)) == [f"/{bucket}/notes/hugo/server.md", f"/{bucket}/notes/new-note.md"]
 
-    out = cli("ingest", "--config", str(cfg), "--output", f"s3://{bucket}/runs", env=env)
+    out = here("ingest", "--config", str(cfg), "--output", f"s3://{bucket}/runs")  # an edit: in process
     assert out.returncode == 0, out.stdout + out.stderr
+    assert "run in this process" in out.stderr
     assert summary_line(out.stdout) == "files: 1 added, 1 updated, 0 retried, 5 skipped, 1 deleted, 0 failed"
     after = chunk_rows(pg_url, "s3_incr")
     paths = {r[1] for r in after}
@@ -164,8 +172,8 @@ def test_ingest_from_a_bucket_into_a_bucket_and_rerun_incrementally(tmp_path, en
 
     # Reloading a database from the bucket's Parquet works without the sources.
     second = out.stdout.split("run ", 1)[1].split(" ", 1)[0]
-    load = cli("load", "--from-parquet", f"s3://{bucket}/runs/{run_id}", f"s3://{bucket}/runs/{second}",
-               "--collection", "s3_reload", "--config", str(cfg), env=env)
+    load = cli_process("load", "--from-parquet", f"s3://{bucket}/runs/{run_id}", f"s3://{bucket}/runs/{second}",
+                       "--collection", "s3_reload", "--config", str(cfg), env=env)
     assert load.returncode == 0, load.stdout + load.stderr
     assert "from 2 run(s)" in load.stdout
 
@@ -192,12 +200,12 @@ def test_kill_9_and_resume_with_inputs_and_outputs_in_a_bucket(tmp_path, env, pg
         proc.wait()
         if paced:
             unpace_inserts(pg_url, paced)
-    st = status("s3_kill", env)
+    st = status("s3_kill")
     assert 5 <= st["documents"]["done"] < n_docs and st["documents"]["pending"] > 0
 
-    out = cli("ingest", "--config", str(cfg), "--output", runs, env=env)
+    out = cli_process("ingest", "--config", str(cfg), "--output", runs, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert status("s3_kill", env)["documents"] == {"done": n_docs, "failed": 0, "pending": 0}
+    assert status("s3_kill")["documents"] == {"done": n_docs, "failed": 0, "pending": 0}
     resumed = each_chunk_once(pg_url, "s3_kill")
     # Equal to a clean run: the copies of a file hold the same bytes, so whichever run (killed or resumed)
     # processed each copy, every copy must end with exactly the same chunks (seq, text hash) as the others.
@@ -212,7 +220,7 @@ def test_kill_9_and_resume_with_inputs_and_outputs_in_a_bucket(tmp_path, env, pg
     assert paths == {r[1] for r in resumed}
 
 
-def test_a_bucket_of_many_objects_is_replanned_without_reading_bodies(tmp_path, env, pg_url, s3_server, bucket):
+def test_a_bucket_of_many_objects_is_replanned_without_reading_bodies(tmp_path, pg_url, s3_server, bucket):
     from jobs.config import load_config
     from jobs.plan import make_plan_for
     from jobs.sources.reads import READS
@@ -227,7 +235,7 @@ def test_a_bucket_of_many_objects_is_replanned_without_reading_bodies(tmp_path, 
 
     t0 = time.monotonic()
     with s3_server.record() as requests:
-        first = cli("plan", "--config", str(cfg_path), "--json", env=env)
+        first = here("plan", "--config", str(cfg_path), "--json")
     first_s = time.monotonic() - t0
     assert first.returncode == 0, first.stderr
     assert (json.loads(first.stdout)["add"], json.loads(first.stdout)["read"]) == (n, n)
@@ -248,7 +256,7 @@ def test_a_bucket_of_many_objects_is_replanned_without_reading_bodies(tmp_path, 
 
     t0 = time.monotonic()
     with s3_server.record() as requests:
-        second = cli("plan", "--config", str(cfg_path), "--json", env=env)
+        second = here("plan", "--config", str(cfg_path), "--json")
     second_s = time.monotonic() - t0
     assert second.returncode == 0, second.stderr
     p = json.loads(second.stdout)

@@ -70,9 +70,12 @@ def test_every_package_the_code_imports_is_declared():
 
 def test_the_gpu_pipeline_plugin_is_an_extra_that_dev_installs():
     extras = PYPROJECT["project"]["optional-dependencies"]
-    assert "spacy-transformers" not in {_dist_name(r) for r in PYPROJECT["project"]["dependencies"]}
-    assert {_dist_name(r) for r in extras["gpu"]} == {"spacy-transformers"}
-    assert "spacy-transformers" in {_dist_name(r) for r in extras["dev"]}  # its tests run on the CPU
+    plugins = {"spacy-curated-transformers", "spacy-transformers"}  # en_core_web_trf 3.7+; pipelines before
+    assert not plugins & {_dist_name(r) for r in PYPROJECT["project"]["dependencies"]}
+    assert {_dist_name(r) for r in extras["gpu"]} == plugins
+    assert plugins <= {_dist_name(r) for r in extras["dev"]}  # their tests run on the CPU
+    # en_core_web_trf 3.8 declares spacy-curated-transformers>=0.2.2,<1.0.0; 2.x is for spaCy 4 (thinc 9).
+    assert "spacy-curated-transformers>=0.2.2,<1.0.0" in extras["gpu"]
 
 
 def test_every_shipped_config_loads_and_finds_the_shipped_templates(tmp_path, monkeypatch):

@@ -114,26 +114,24 @@ def test_a_file_that_failed_on_its_content_is_not_read_again_until_it_changes(tm
 
 def _page_and_its_copy(tmp_path, corpus, pg_url, cm_home, collection: str):
     """A page ingested, then a copy of it: its text is stored once, under the first page. Returns the
-    folder, the config and the environment (two documents: they run in process)."""
+    folder and the config (two documents: they run in process, in this one)."""
     root = tmp_path / "pages"
     root.mkdir()
     page = corpus / "hugo" / "server.md"
     shutil.copy(page, root / "server.md")
-    env = dict(os.environ, CORPUSMILL_HOME=str(cm_home), DATABASE_URL=pg_url, TOKENIZERS_PARALLELISM="false")
-    env.pop("RAY_ADDRESS", None)
     cfg = write_config(tmp_path / "c.yaml", collection, [root])
     for _ in range(2):
-        out = cli("ingest", "--config", str(cfg), env=env)
+        out = cli("ingest", "--config", str(cfg))
         assert out.returncode == 0, out.stdout + out.stderr
         shutil.copy(page, root / "server-copy.md")
-    return root, cfg, env
+    return root, cfg
 
 
 @pytest.mark.slow
 def test_an_unchanged_copy_of_a_deleted_page_is_rechunked_in_the_same_run(tmp_path, corpus, pg_url, cm_home):
-    root, cfg, env = _page_and_its_copy(tmp_path, corpus, pg_url, cm_home, "plan_released")
+    root, cfg = _page_and_its_copy(tmp_path, corpus, pg_url, cm_home, "plan_released")
     (root / "server.md").unlink()
-    out = cli("ingest", "--config", str(cfg), env=env)
+    out = cli("ingest", "--config", str(cfg))
     assert out.returncode == 0, out.stdout + out.stderr
     assert summary_line(out.stdout) == "files: 0 added, 0 updated, 1 retried, 0 skipped, 1 deleted, 0 failed"
     assert "1 unchanged documents re-chunked" in out.stderr
@@ -147,9 +145,9 @@ def test_an_unchanged_copy_of_a_deleted_page_is_rechunked_in_the_same_run(tmp_pa
 @pytest.mark.slow
 def test_an_unchanged_copy_of_text_an_updated_page_let_go_is_rechunked_before_the_run_ends(
         tmp_path, corpus, pg_url, cm_home):
-    root, cfg, env = _page_and_its_copy(tmp_path, corpus, pg_url, cm_home, "plan_rehomed")
+    root, cfg = _page_and_its_copy(tmp_path, corpus, pg_url, cm_home, "plan_rehomed")
     (root / "server.md").write_text("# Server\n\nThis page now says something else entirely.\n", encoding="utf-8")
-    out = cli("ingest", "--config", str(cfg), env=env)
+    out = cli("ingest", "--config", str(cfg))
     assert out.returncode == 0, out.stdout + out.stderr
     assert summary_line(out.stdout) == "files: 0 added, 1 updated, 1 retried, 0 skipped, 0 deleted, 0 failed"
     assert "re-chunked 1 unchanged document(s) in this run" in out.stdout

@@ -1,9 +1,14 @@
-"""The README's command list agrees with the command line itself: every command and option it shows
-exists, every command exists in it, and docs/commands.md says something of each."""
+"""The README's command list agrees with the command line itself: each entry of its Commands block,
+read as the synopsis it is (every optional part, each alternative, placeholders filled with values of the
+type the option takes), parses with `corpusmill`'s own parser into that command; every command is in it;
+docs/commands.md says something of each; the exit codes it lists are the ones the CLI returns."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import itertools
 import re
 
 import pytest
@@ -11,9 +16,8 @@ import pytest
 from jobs.cli import build_parser
 from tests.conftest import REPO
 
-# An option as the README writes one: `--output DIR`, `[--json]`, `-k 5`; not `bench-embedders` or `MODEL#x-y`.
-_OPTION = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
-_ALTERNATIVES = re.compile(r"(?<![\w-])([a-z][\w-]*(?:\|[a-z][\w-]*)+)(?![\w-])")  # start|stop|url
+# A placeholder as the README writes one: DIR, DIR|URI, RUN_DIR, KEY=VALUE, M1.
+_PLACEHOLDER = re.compile(r"^(?:[A-Z][A-Z0-9_]*(?:\|[A-Z][A-Z0-9_]*)*|[A-Z]+=[A-Z]+)$")
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -48,6 +52,68 @@ def readme_commands() -> list[tuple[str, str]]:
     return [(lines[0], " ".join(lines)) for lines in entries]
 
 
+def _tokens(entry: str) -> list[str]:
+    entry = entry.replace("...same selectors...", " ")
+    return [t for t in re.split(r"(\[|\]|\(|\)|\s\|\s|\s+)", entry) if t and t.strip()]
+
+
+def _alternatives(tokens: list[str], i: int, close: str | None) -> tuple[list[list[str]], int]:
+    """The argument lists a group stands for, from tokens[i] to its `close`: one per alternative of each
+    `A | B` inside it (and of each `a|b` word), every optional part taken."""
+    variants, current = [], [[]]
+    while i < len(tokens):
+        t = tokens[i].strip()
+        if t == close:
+            return variants + current, i + 1
+        if t == "|":
+            variants, current, i = variants + current, [[]], i + 1
+            continue
+        if t in ("[", "("):
+            inner, i = _alternatives(tokens, i + 1, "]" if t == "[" else ")")
+        else:
+            inner = [[w] for w in t.split("|")] if "|" in t and not _PLACEHOLDER.match(t) else [[t]]
+            i += 1
+        current = [a + b for a, b in itertools.product(current, inner)]
+    return variants + current, i
+
+
+def _value(action: argparse.Action | None, placeholder: str) -> str:
+    """A value the parser takes for `placeholder` after `action` (None: a positional)."""
+    if action is not None and action.choices:
+        return str(next(iter(action.choices)))
+    if "=" in placeholder:
+        return "tags=ops"
+    kind = getattr(action, "type", None)
+    return "0.5" if kind is float else "2" if kind is not None and kind is not str else "x"
+
+
+def invocations(entry: str) -> list[list[str]]:
+    """The argument lists of one README entry, placeholders filled (see the module docstring)."""
+    variants, _ = _alternatives(_tokens(entry), 0, None)
+    out = []
+    for words in variants:
+        _, parser, _ = _entry_parser(" ".join(words))
+        options = {s: a for a in parser._actions for s in a.option_strings}
+        argv, action, left = [], None, 0
+        for w in words:
+            if w.startswith("-") and w in options:
+                action = options[w]
+                left = {None: 1, "?": 1, "*": 99, "+": 99}.get(action.nargs, action.nargs) if action.nargs != 0 else 0
+                argv.append(w)
+            elif w == "...":  # more of the same, or (`--config ...`) the option's value
+                if left:
+                    argv.append(_value(action, w))
+                    left = 0
+            elif _PLACEHOLDER.match(w):
+                argv.append(_value(action if left else None, w))
+                left = max(0, left - 1)
+            else:
+                argv.append(w)
+                left = max(0, left - 1)
+        out.append(argv)
+    return out
+
+
 def _entry_parser(entry: str) -> tuple[list[str], argparse.ArgumentParser, str]:
     """The command words an entry names (`templates preview`), the parser they lead to, and the rest."""
     words, parser, rest = [], build_parser(), entry
@@ -60,19 +126,28 @@ def _entry_parser(entry: str) -> tuple[list[str], argparse.ArgumentParser, str]:
         parser, rest = subs[name], after.strip()
 
 
-def test_the_readme_lists_commands():
-    assert len(readme_commands()) >= 10
-
-
 @pytest.mark.parametrize("first, entry", readme_commands(), ids=lambda v: v.split(" ")[0])
-def test_each_readme_command_and_its_options_exist(first, entry):
-    words, parser, rest = _entry_parser(entry)
+def test_each_readme_command_parses_with_the_real_parser(first, entry):
+    words, parser, _ = _entry_parser(entry)
     assert words, f"README names `corpusmill {first.split()[0]}`, which `corpusmill --help` does not list"
     assert not _subcommands(parser), f"README: `corpusmill {' '.join(words)}` needs one of {sorted(_subcommands(parser))}"
-    unknown = sorted(set(_OPTION.findall(rest)) - _options(parser))
-    assert unknown == [], f"README shows {unknown} for `corpusmill {' '.join(words)}`, whose parser has no such option"
-    shown = {c for alt in _ALTERNATIVES.findall(rest) for c in alt.split("|")}
-    assert shown <= _choices(parser), f"README shows {sorted(shown - _choices(parser))} for `corpusmill {' '.join(words)}`"
+    for argv in invocations(entry):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            try:
+                args = build_parser().parse_args(argv)
+            except SystemExit:
+                pytest.fail(f"README: `corpusmill {' '.join(argv)}` does not parse: {err.getvalue().strip()}")
+        assert args.command == words[0]
+
+
+def test_a_synopsis_that_the_parser_refuses_fails():
+    """The check above can fail: an option the command lacks, a value outside its choices, a required
+    option left out."""
+    for wrong in ("status [--colection NAME]", "search [--mode M] QUERY --mode nope", "reembed [--drop-old]"):
+        for argv in invocations(wrong):
+            with contextlib.redirect_stderr(io.StringIO()), pytest.raises(SystemExit):
+                build_parser().parse_args(argv)
 
 
 def test_every_command_is_in_the_readme():
@@ -82,6 +157,21 @@ def test_every_command_is_in_the_readme():
         nested = _subcommands(sub)
         commands |= {f"{name} {n}" for n in nested} if nested else {name}
     assert sorted(commands - shown) == [], "add these to the README's Commands block"
+
+
+def test_the_exit_codes_listed_are_the_ones_the_cli_returns():
+    """The README, docs/outputs.md and `corpusmill --help` list the same exit codes, and those are what
+    jobs/cli.py's main can return: 0-4 from the commands and the error paths, 130 on an interrupt, 141
+    when the output's reader went away."""
+    source = (REPO / "jobs" / "cli.py").read_text(encoding="utf-8")
+    returned = {int(c) for c in re.findall(r"return (\d+)\b", source)} | {1, 3}  # 1 and 3: cmd_ingest's result
+    assert {130, 141} <= returned
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    outputs = (REPO / "docs" / "outputs.md").read_text(encoding="utf-8")
+    for name, text in (("README.md", readme), ("docs/outputs.md", outputs), ("--help", build_parser().epilog)):
+        listed = re.split(r"\n\n|\n- ", text.split("Exit codes:", 1)[1], maxsplit=1)[0]  # to the paragraph's end
+        codes = {int(c) for c in re.findall(r"(?<![\w$.-])(\d+) (?:[a-z(]|\*)", " ".join(listed.split()))}
+        assert codes == {0, 1, 2, 3, 4, 130, 141}, (name, sorted(codes))
 
 
 def test_docs_commands_mentions_every_command():

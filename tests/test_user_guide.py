@@ -55,7 +55,7 @@ def readme_commands() -> list[list[str]]:
 
 
 @pytest.fixture(scope="module")
-def guide(tmp_path_factory, ray_address, pg_url, cm_home):
+def guide(tmp_path_factory, pg_url, cm_home):
     """The README's own folder of notes (~/notes), ingested by the README's first command."""
     root = tmp_path_factory.mktemp("user")
     notes = root / "notes"
@@ -63,7 +63,9 @@ def guide(tmp_path_factory, ray_address, pg_url, cm_home):
         (notes / name).parent.mkdir(parents=True, exist_ok=True)
         (notes / name).write_text(text, encoding="utf-8")
     shutil.copy(CORPUS / "workbooks" / "stanley-cups.xlsx", notes / "cups.xlsx")
-    env = dict(os.environ, RAY_ADDRESS=ray_address, CORPUSMILL_HOME=str(cm_home), TOKENIZERS_PARALLELISM="false")
+    # As the README's user runs it: no RAY_ADDRESS (4 documents run in process, jobs/in_process.py).
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update(CORPUSMILL_HOME=str(cm_home), TOKENIZERS_PARALLELISM="false")
     commands = readme_commands()
     assert [c[1] for c in commands] == ["ingest", "search", "search", "status", "ingest", "serve"]
     return {"root": root, "env": env, "commands": commands}

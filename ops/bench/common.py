@@ -7,7 +7,9 @@ so process start, imports and model loads count the same on both sides of a rati
 Environment:
   BENCH_OUT     where the JSON goes (default .corpusmill/bench)
   BENCH_FILES   use only the first N files of the corpus (quick checks); default: the whole corpus
-  BENCH_CORPUS  the Markdown corpus (default ../shared/data/hugo-docs/content)
+  BENCH_DATA    the folder of the benchmarks' data sets (hugo-docs/content, powershell-docs, xquad-en, xlsx,
+                openshift-docs; not in the repository): required by every benchmark that reads one
+  BENCH_CORPUS  the Markdown corpus (default $BENCH_DATA/hugo-docs/content)
   BENCH_HOME    CORPUSMILL_HOME for the runs (default: a fresh temporary directory, removed at the end)
 """
 
@@ -25,9 +27,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared" / "data"
-DEFAULT_CORPUS = SHARED / "hugo-docs" / "content"
-XQUAD = SHARED / "xquad-en" / "xquad.en.json"
 BIN = Path(sys.executable).parent
 CONFIG = REPO / "configs" / "local.yaml"
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -53,8 +52,26 @@ def bench_files() -> int | None:
     return int(value) if value else None
 
 
+def data_dir() -> Path:
+    """BENCH_DATA: where the data sets are. No default: they live outside the repository, wherever the
+    user keeps them."""
+    value = os.environ.get("BENCH_DATA", "").strip()
+    if not value:
+        raise SystemExit("BENCH_DATA is not set: point it at the folder holding the benchmark data sets "
+                         "(hugo-docs/content, powershell-docs, xquad-en, xlsx, openshift-docs; ops/bench/README.md)")
+    path = Path(value).expanduser().resolve()
+    if not path.is_dir():
+        raise SystemExit(f"BENCH_DATA={value}: no such directory")
+    return path
+
+
+def xquad_path() -> Path:
+    return data_dir() / "xquad-en" / "xquad.en.json"
+
+
 def corpus_root() -> Path:
-    return Path(os.environ.get("BENCH_CORPUS") or DEFAULT_CORPUS).resolve()
+    value = os.environ.get("BENCH_CORPUS", "").strip()
+    return Path(value).expanduser().resolve() if value else data_dir() / "hugo-docs" / "content"
 
 
 def markdown_files(root: Path) -> list[Path]:

@@ -1,6 +1,6 @@
 """`make eval-excel`: how well Excel rows carry their headers, per workbook of the shared sets.
 
-Every workbook under `../shared/data/xlsx/{stats,readxl,unstructured}` is read as an ingest reads it
+Every workbook under `$BENCH_DATA/xlsx/{stats,readxl,unstructured}` is read as an ingest reads it
 (jobs.excel.render.iter_drafts, the config's `excel:` settings; no Ray, no database) and each row is
 counted: embedded, or omitted by reason (the rule before the colon of `omit_reason`); among embedded
 rows, those with half or more of their values under a generic `Column X` label, rows cut into parts
@@ -92,10 +92,10 @@ def measure(path: Path, excel_cfg, show: int = 0, counter=None) -> dict:
 
 
 def workbooks(targets: list[str]) -> list[Path]:
-    root = common.SHARED / "xlsx"
+    """The workbooks of `targets`: a set's name (under BENCH_DATA/xlsx) or a folder or file of them."""
     paths: list[Path] = []
     for t in targets or SETS:
-        p = root / t if t in SETS else Path(t)
+        p = common.data_dir() / "xlsx" / t if t in SETS else Path(t)
         paths += sorted(p.rglob("*.xlsx")) if p.is_dir() else [p]
     return paths
 

@@ -143,12 +143,12 @@ def bench() -> dict:
     from jobs.tools.evaluate import squad_to_markdown
 
     xdir = common.work_dir() / "xquad-md"
-    squad_to_markdown(common.XQUAD, xdir)
+    squad_to_markdown(common.xquad_path(), xdir)
     cm_x = common.ingest(xdir, "bench_xquad", tag="langchain-xquad")
-    cm_eval = common.corpusmill_eval("bench_xquad", str(common.XQUAD))
+    cm_eval = common.corpusmill_eval("bench_xquad", str(common.xquad_path()))
     lc_x = common.python("ops.bench.langchain_baseline", "run", str(xdir), "lc_xquad",
                          log=common.out_dir() / "langchain.xquad.log")
-    lc_eval = common.python("ops.bench.langchain_baseline", "eval", "lc_xquad", str(common.XQUAD))
+    lc_eval = common.python("ops.bench.langchain_baseline", "eval", "lc_xquad", str(common.xquad_path()))
     lc_eval.pop("wall_s", None)
     return {
         "corpus": str(src), "files": len(files), "machine": common.machine(), "database_url_kind": "embedded",

@@ -55,9 +55,12 @@ def chosen_sets() -> list[str]:
     return names
 
 
-def prepare(name: str, work: Path, shared: Path = common.SHARED) -> dict:
-    """The corpus directory and golden file of a dev set (built under `work` where it needs building)."""
+def prepare(name: str, work: Path, shared: Path | None = None) -> dict:
+    """The corpus directory and golden file of a dev set (built under `work` where it needs building) from
+    `shared` (default: BENCH_DATA)."""
     from ops.bench import described
+
+    shared = shared or common.data_dir()
 
     if name == "hugo":
         return described.build(shared / "hugo-docs" / "content", work / "hugo-described")

@@ -69,26 +69,22 @@ def test_each_backend_computes_the_models_vectors(suffix, module, floor, torch_v
 
 
 @pytest.mark.slow
-def test_an_int8_collection_is_searched_as_it_was_embedded_and_keeps_its_backend(tmp_path, corpus, ray_address,
-                                                                                 pg_url, cm_home):
-    import os
-
-    from tests.conftest import write_config
+def test_an_int8_collection_is_searched_as_it_was_embedded_and_keeps_its_backend(tmp_path, corpus, pg_url):
+    from tests.conftest import write_config  # late: tests.test_ingest is a module of slow end-to-end tests
     from tests.test_ingest import cli, status
 
     if importlib.util.find_spec("optimum") is None or importlib.util.find_spec("optimum.onnxruntime") is None:
         pytest.skip("optimum.onnxruntime is not installed here (pip install 'corpusmill[onnx]')")
-    env = dict(os.environ, RAY_ADDRESS=ray_address, CORPUSMILL_HOME=str(cm_home), TOKENIZERS_PARALLELISM="false")
     int8 = write_config(tmp_path / "int8.yaml", "e2e_int8", [corpus], embedding__backend="onnx",
                         embedding__quantize="int8")
-    out = cli("ingest", "--config", str(int8), env=env)
+    out = cli("ingest", "--config", str(int8))  # 7 documents: in process
     assert out.returncode == 0, out.stdout + out.stderr
-    assert status("e2e_int8", env)["embedding_model"] == MODEL + "#onnx-int8"
+    assert status("e2e_int8")["embedding_model"] == MODEL + "#onnx-int8"
     q = cli("search", "--collection", "e2e_int8", "--json", "-k", "2", "--config", str(int8),
-            "How do I define redirects for the development server?", env=env)
+            "How do I define redirects for the development server?")
     assert q.returncode == 0, q.stderr
     assert 'hugo/server.md"' in q.stdout
     # A torch config would mix float32 vectors into an int8 collection: refused, naming both.
     torch_cfg = write_config(tmp_path / "torch.yaml", "e2e_int8", [corpus])
-    refused = cli("ingest", "--config", str(torch_cfg), env=env)
+    refused = cli("ingest", "--config", str(torch_cfg))
     assert refused.returncode == 2 and "#onnx-int8" in refused.stderr, refused.stdout + refused.stderr

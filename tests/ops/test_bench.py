@@ -58,6 +58,21 @@ def test_synthetic_corpus_copies_the_base(tmp_path, monkeypatch):
     assert "rows/s" in common.table(["a", "rows/s"], [["x", 1234.5], ["y", None]])
 
 
+def test_the_data_sets_come_from_bench_data_and_nothing_outside_the_repository_is_assumed(tmp_path, monkeypatch):
+    monkeypatch.delenv("BENCH_DATA", raising=False)
+    monkeypatch.delenv("BENCH_CORPUS", raising=False)
+    with pytest.raises(SystemExit, match="BENCH_DATA is not set"):
+        common.corpus_root()
+    monkeypatch.setenv("BENCH_DATA", str(tmp_path / "absent"))
+    with pytest.raises(SystemExit, match="no such directory"):
+        common.xquad_path()
+    monkeypatch.setenv("BENCH_DATA", str(tmp_path))
+    assert common.corpus_root() == tmp_path.resolve() / "hugo-docs" / "content"
+    monkeypatch.setenv("BENCH_CORPUS", str(CORPUS))  # a corpus of one's own needs no BENCH_DATA
+    monkeypatch.delenv("BENCH_DATA")
+    assert common.corpus_root() == CORPUS.resolve()
+
+
 def test_a_bench_config_copy_keeps_its_templates_and_its_own_vectors(tmp_path, monkeypatch):
     from jobs.config import load_config
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import ClassVar
@@ -20,7 +19,7 @@ from jobs.sources.changes import make_plan
 from jobs.sources.discover import discover
 from jobs.sources.listing import Skipped, iter_files
 from jobs.sources.manifest import freeze, load_manifest, snapshot
-from tests.conftest import REPO
+from tests.conftest import run_cli
 
 INC, EXC = ["**/*.md"], ["**/.*", "**/.*/**"]
 
@@ -149,15 +148,13 @@ def test_the_qa_report_lists_what_discovery_skipped(tree, tmp_path):
 @pytest.mark.slow
 def test_corpusmill_plan_shows_skipped_links(tree, tmp_path, pg_url, cm_home):
     root, _ = tree
-    env = dict(os.environ, CORPUSMILL_HOME=str(cm_home))
-    base = [sys.executable, "-m", "jobs.cli", "plan", "--input", str(root), "--collection", "links_plan",
-            "--database-url", pg_url]
-    out = subprocess.run(base + ["--json"], env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+    base = ["plan", "--input", str(root), "--collection", "links_plan", "--database-url", pg_url]
+    out = run_cli(*base, "--json")
     assert out.returncode == 0, out.stderr
     plan = json.loads(out.stdout)
     assert {s["path"]: s["reason"] for s in plan["skipped_links"]}["leak.md"] == "link_outside_root"
     assert "leak.md" not in plan["files"]["add"]
-    text = subprocess.run(base, env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+    text = run_cli(*base)
     assert text.returncode == 0, text.stderr
     assert "6 link(s) not followed" in text.stdout
     assert "skip   leak.md (link_outside_root ->" in text.stdout
