@@ -28,7 +28,8 @@ class DatabaseUnavailable(UnreachableError):  # a ConnectionError
     """The server went away mid-run and did not come back within the reconnect budget."""
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """An exception's first line, as the reconnect warnings show it."""
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
@@ -54,7 +55,7 @@ def connect_with_backoff(url: str, application_name: str, seconds: float) -> psy
             last = exc
             if time.monotonic() + delay > deadline:
                 raise DatabaseUnavailable(
-                    f"PostgreSQL did not come back within {seconds:g} s ({_first_line(last)})") from exc
+                    f"PostgreSQL did not come back within {seconds:g} s ({first_line(last)})") from exc
             time.sleep(delay)
             delay = min(delay * 2, 8.0)
 
@@ -78,7 +79,7 @@ def reconnecting(method):
             except _CONNECTION_ERRORS as exc:
                 if not self.connection_lost():
                     raise
-                first = _first_line(exc)
+                first = first_line(exc)
                 if replay == REPLAYS:
                     raise DatabaseUnavailable(f"the connection to PostgreSQL broke {REPLAYS + 1} times in one "
                                               f"{method.__name__} ({first})") from exc

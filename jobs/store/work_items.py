@@ -16,7 +16,7 @@ import logging
 import psycopg
 from psycopg import sql
 
-from jobs.store.connection import connect, connect_with_backoff
+from jobs.store.connection import connect, connect_with_backoff, first_line
 
 log = logging.getLogger(__name__)
 RECONNECT_SECONDS = 60.0  # as database.reconnect_seconds' default: a server restart mid-run
@@ -69,7 +69,8 @@ class WorkItems:
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             if not (self.conn.broken or self.conn.closed):
                 raise
-            log.warning("lost the connection to PostgreSQL (%s); reconnecting", str(exc).strip().splitlines()[0])
+            log.warning("lost the connection to PostgreSQL (%s); reconnecting", first_line(exc))
+            self.conn.close()
             self.conn = connect_with_backoff(self.url, self.application_name(self.run_id), RECONNECT_SECONDS)
             return self.conn.execute(stmt, params)
 
