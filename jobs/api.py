@@ -12,7 +12,7 @@ the same database (DATABASE_URL, else the embedded server under CORPUSMILL_HOME)
 ef_search and page spreading. Opening a collection only reads: it checks that the database's schema is
 current and says which command brings it up to date when it is not (jobs.errors.UserError and its kinds:
 the same one-line reasons the CLI prints), so a role that may only SELECT can search. Every request is
-bounded (jobs/store/limits.py) and each search statement by `database.statement_timeout_s`.
+bounded (jobs/search/limits.py) and each search statement by `database.statement_timeout_s`.
 
 A Collection searches on its one connection, one thread at a time; `concurrent(n)` lends each search one
 of n pooled read-only connections instead, so that many threads (`corpusmill serve`) search at once.
@@ -33,12 +33,12 @@ from jobs.config import apply_overrides, load_config
 from jobs.defaults import default_config
 from jobs.errors import ConfigError, NotFoundError
 from jobs.search import Searcher
+from jobs.search import filters as filters_
+from jobs.search import limits as limits_
+from jobs.search.ranking import MODES
+from jobs.search.read_pool import ReadPool
 from jobs.store import doc_vectors as doc_vectors_
-from jobs.store import filters as filters_
-from jobs.store import limits as limits_
 from jobs.store.pgvector import PgStore, UnknownCollection
-from jobs.store.read_pool import ReadPool
-from jobs.store.text_search import MODES
 from jobs.store.url import database_url as resolve_url
 
 CHECKOUT_CONFIG = Path("configs/local.yaml")
@@ -153,7 +153,7 @@ class Collection:
 
     def concurrent(self, connections: int, statement_timeout_s: float | None = None, wait_s: float = 30.0) -> None:
         """Let up to `connections` searches run at once, from as many threads: each borrows one of a pool of
-        read-only connections (jobs/store/read_pool.py) with `statement_timeout_s` (default: the config's)."""
+        read-only connections (jobs/search/read_pool.py) with `statement_timeout_s` (default: the config's)."""
         if statement_timeout_s is not None:
             self.statement_timeout_s = statement_timeout_s
         self._pool = ReadPool(self.store.url, self.store.schema, connections, self.statement_timeout_s, wait_s)
@@ -206,7 +206,7 @@ class Collection:
                min_similarity: float | None = None) -> list[Hit]:
         """The k chunks that best answer `query`. `mode`: vector, text, hybrid or hybrid-doc (default: the
         config's, hybrid). `filters`: see as_filters; a chunk must pass all of them. `min_similarity`:
-        drop hits whose cosine to the query is lower. A request beyond jobs/store/limits.py raises
+        drop hits whose cosine to the query is lower. A request beyond jobs/search/limits.py raises
         LimitError; a statement past the timeout, SearchTimeout (both UserErrors)."""
         return self.search_many([query], k, mode, filters, min_similarity)[0]
 

@@ -1,5 +1,8 @@
 """`corpusmill` command line: parse arguments, call the job, print. Nothing else lives here.
 
+Over 400 lines on purpose: the parser tree is the command line's reference (`--help`, docs/commands.md),
+read as one; each handler is a few lines that import their job late.
+
 Each command imports the jobs it runs inside its own function: `corpusmill status` must not pay for
 Ray, torch or spaCy that only `ingest` needs (tests/test_cli.py checks the light commands)."""
 
@@ -20,7 +23,7 @@ from jobs.errors import NotFoundError, UserError
 from jobs.exit_status import internal_error, user_error_message
 
 DEFAULT_CONFIG = "configs/local.yaml"
-MODES = ("vector", "text", "hybrid", "hybrid-doc")  # as jobs/store/text_search.py; not imported: --help stays light
+MODES = ("vector", "text", "hybrid", "hybrid-doc")  # as jobs/search/ranking.py; not imported: --help stays light
 MODE_HELP = ("vector, text (BM25), hybrid (both) or hybrid-doc (both and documents' outline vectors; "
              "default: the config's database.search_mode)")
 REPEAT_HELP = ("a page's next chunk stays ahead of another page's best only at R times its score "

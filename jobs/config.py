@@ -3,6 +3,9 @@
 The fingerprint covers only what changes chunk or vector output (parsing, sentence model, chunking,
 quality, Excel, embedding model), never resources or batch sizes: moving a job from CPU to GPU must
 not re-chunk a corpus, while changing the window size must.
+
+Over 400 lines on purpose: the models are the configuration's one schema (docs/config-reference.md
+is generated from them); loading a file and the command line's overrides are the last 80 lines.
 """
 
 from __future__ import annotations
@@ -375,9 +378,9 @@ class DatabaseConfig(_Strict):
     hnsw_ef_construction: int = Field(64, ge=4, description="HNSW candidates per insert while building")
     ef_search: int = Field(
         100, ge=1, description="HNSW candidates a vector query considers (hnsw.ef_search; pgvector's 40 loses recall "
-        "here). The fused modes ask for at least 200 (jobs/store/text_search.py FUSED_EF_SEARCH)")
+        "here). The fused modes ask for at least 200 (jobs/search/ranking.py FUSED_EF_SEARCH)")
     vector_index: Literal["vector", "halfvec", "binary"] = Field("halfvec", description="what the vectors' HNSW "
-        "index holds: float32, half precision or bits (jobs/store/vector_index.py); the table keeps float32")
+        "index holds: float32, half precision or bits (jobs/store/index_kinds.py); the table keeps float32")
     index_memory_mb: int = Field(4096, ge=64, description="the most memory an HNSW build may take "
         "(maintenance_work_mem, raised as far as the graph needs); a larger graph builds on disk, slower")
     search_mode: Literal["vector", "text", "hybrid", "hybrid-doc"] = Field(

@@ -4,12 +4,14 @@ The runs given are a history, oldest first: a later run's version of a document 
 one's, and a document a later run deleted (its run.json's `deleted`) is not loaded, or is taken out of
 the collection if it is there. A first pass in the driver reads three columns of every part of every
 run (and each run.json) to find where each document's last version is; the driver holds an entry per
-document, never the rows. Then all the runs of a collection are one Ray Data job: read tasks take the
-parts, each leaving out the documents whose last version is elsewhere (and within a part each chunk_id
-counts once, its last row: a resumed run can write a document twice), and parallel writers commit
-(jobs/store/writers.py: binary COPY from Arrow, many documents per transaction, each document
-atomically with its checkpoint row), so no row passes through the driver and many small runs load as
-fast as one big one. A reload can be interrupted and repeated: every commit replaces a document whole.
+document, never the rows. Then all the runs of a collection are one Ray Data job: each write task
+reads the parts it is given, leaving out the documents whose last version is elsewhere (and within a
+part each chunk_id counts once, its last row: a resumed run can write a document twice), and commits
+them (jobs/store/writers.py: binary COPY from Arrow, many documents per transaction, each document
+atomically with its checkpoint row), so no row passes through the driver or Ray's object store, and
+many small runs load as fast as one big one. Into an empty collection, the indexes no commit reads are
+built once at the end instead of row by row (PgStore.defer_indexes). A reload can be interrupted and
+repeated: every commit replaces a document whole.
 """
 
 from __future__ import annotations
@@ -131,13 +133,30 @@ def prepare_part(part: pa.Table, collection: str, skip: set[str]) -> pa.Table:
 
 @dataclass(frozen=True)
 class _ReadParts:
-    """The read tasks' function: batches of (run_dir, path, skip) rows in, the prepared parts out."""
+    """The read step: batches of (run_dir, path, skip) rows in, the prepared parts out."""
     collection: str
     storage: StorageOptions | None
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         return pa.concat_tables([prepare_part(read_part(r["run_dir"], r["path"], self.storage), self.collection,
                                               set(r["skip"] or ())) for r in batch.to_pylist()])
+
+
+def _reading_sink(read: _ReadParts, sink_class):
+    """A sink whose write tasks read their parts themselves: the parts go from Parquet to the COPY in
+    one process, never through Ray's object store, and a load starts only its writers' workers (a read
+    stage of its own would start a worker per CPU, each importing Ray Data, pyarrow and the store)."""
+
+    class ReadingSink(sink_class):
+        def write(self, blocks, ctx):
+            def parts():  # one part in memory at a time, however many a block names
+                for block in blocks:
+                    items = pa.table(block) if not isinstance(block, pa.Table) else block
+                    for i in range(items.num_rows):
+                        yield read(items.slice(i, 1))
+            return super().write(parts(), ctx)
+
+    return ReadingSink
 
 
 def _histories(run_dirs: list, storage, collection: str | None) -> list[_History]:
@@ -178,8 +197,8 @@ def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: st
     import ray.data
 
     from jobs.ray_session import init_ray, stop_ray_in_background  # late: imports Ray
-    from jobs.store.datasink import ChunkDatasink, placement, writer_args  # late: imports Ray Data
-    from jobs.store.writers import SinkStats  # late: with the sink above, where a load runs
+    from jobs.store.datasink import ChunkDatasink, writer_args  # late: imports Ray Data
+    from jobs.store.sink_stats import SinkStats  # late: with the sink above, where a load runs
 
     writers = writers or cfg.sink.writers_for()
     loaded = {"documents": 0, "vectors": 0, "shared": 0, "runs": 0, "duplicates_dropped": 0, "failed": 0,
@@ -207,22 +226,24 @@ def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: st
                         loaded["deleted"] += 1
                 loaded["runs"] += len(history.runs)
                 if items:
+                    if coll is not None and store.defer_indexes(coll):
+                        log.info("%s is empty: indexes no commit reads are built after the load", name)
                     started = init_ray(cfg) or started
                     log.info("loading %s: %d runs, %d parts, %d documents, %d writers", name, len(history.runs),
                              len(items), sum(w != _DELETED for w in history.last.values()), writers)
                     first = history.runs[0]
-                    sink = ChunkDatasink(url, cfg.database.schema_name, coll, last_run, label=f"corpusmill load {last_run}",
-                                         share_text=cfg.database.shared_text == "once",
-                                         batch_rows=cfg.sink.flush_rows, batch_seconds=cfg.sink.flush_seconds,
-                                         reconnect_seconds=cfg.database.reconnect_seconds,
-                                         owner=store.owner_token(name))
+                    sink = _reading_sink(_ReadParts(name, storage), ChunkDatasink)(
+                        url, cfg.database.schema_name, coll, last_run, label=f"corpusmill load {last_run}",
+                        share_text=cfg.database.shared_text == "once", batch_rows=cfg.sink.flush_rows,
+                        batch_seconds=cfg.sink.flush_seconds, reconnect_seconds=cfg.database.reconnect_seconds,
+                        owner=store.owner_token(name))
                     with warnings.catch_warnings():
                         # Ray 2.60 names no parameter for a scheduling strategy: placement() must go in
                         # ray_remote_args, which it calls deprecated.
                         warnings.filterwarnings("ignore", message="`ray_remote_args` is deprecated")
-                        (ray.data.from_items(items, override_num_blocks=len(items))
-                         .map_batches(_ReadParts(name, storage), batch_size=1, batch_format="pyarrow",
-                                      **placement(first, url, cfg.sink.placement))
+                        # A few blocks of parts per writer: a write task has a connection to open and
+                        # bookkeeping to do, which a task per small part would pay hundreds of times.
+                        (ray.data.from_items(items, override_num_blocks=min(len(items), 4 * writers))
                          .write_datasink(sink, concurrency=min(writers, len(items)),
                                          ray_remote_args=writer_args(first, url, cfg.sink.placement)))
                     stats: SinkStats = sink.stats

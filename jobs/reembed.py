@@ -41,8 +41,8 @@ from jobs.errors import UserError
 from jobs.rows import CHUNK_SCHEMA
 from jobs.store.known_vectors import KnownVectors, vectors_to_reuse
 from jobs.store.pgvector import Collection, PgStore, UnknownCollection
+from jobs.store.staging import WriterStore
 from jobs.store.url import database_url
-from jobs.store.writers import WriterStore
 
 log = logging.getLogger(__name__)
 

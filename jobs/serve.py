@@ -6,10 +6,10 @@
     GET /            -> a search page (jobs/web/search.html)
 
 FastAPI on uvicorn. Requests run side by side: each search borrows one of a pool of read-only database
-connections (jobs/store/read_pool.py), and only the query's embedding is taken one at a time (the model's
+connections (jobs/search/read_pool.py), and only the query's embedding is taken one at a time (the model's
 fast tokenizer is not safe to call from two threads), so one slow search does not hold up the others.
 Each statement of a search is bounded by a statement timeout (503 past it), each request by
-jobs/store/limits.py (422 naming the limit). Answers: 400 a query string that is not UTF-8, 401 a missing
+jobs/search/limits.py (422 naming the limit). Answers: 400 a query string that is not UTF-8, 401 a missing
 or wrong bearer token, 409 a mode whose data is not built, 422 a request outside the limits, 503 a
 timeout, a busy pool or an unreachable database; never a traceback for a request's content.
 
@@ -38,8 +38,8 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from jobs.errors import NotFoundError, UnreachableError, UserError
-from jobs.store.limits import SearchTimeout
-from jobs.store.read_pool import Busy
+from jobs.search.limits import SearchTimeout
+from jobs.search.read_pool import Busy
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The lexical side of a chunk and of a query: its terms, their frequencies and its length, for BM25.
 
 One function, `analyse`, serves both sides: the chunk-row builder (jobs/chunks/build.py) runs it on the
-Ray workers, where it scales with them, and the store's search (jobs/store/lexical.py) runs it on each
+Ray workers, where it scales with them, and the search (jobs/search/bm25.py) runs it on each
 query, so a query word and a chunk word meet as the same term whatever their inflection and case. The
 database receives the result as plain columns and never analyses text on the write path.
 
@@ -10,7 +10,7 @@ What a term is:
 - Words are lowercased, English stop words dropped (PostgreSQL's `english` list, below), and stemmed by
   PyStemmer's Snowball English stemmer: the Porter2 algorithm PostgreSQL's `english` text-search
   configuration uses (`english_stem`), from its C implementation, so stems match what `to_tsvector`
-  gave and what `ts_headline` (passages, jobs/store/hits.py) marks.
+  gave and what `ts_headline` (passages, jobs/search/hits.py) marks.
 - An identifier (`max_locks_per_transaction`, `camelCase`, `foo-bar`, `v1.2.3`, `hugo.toml`) yields the
   whole token, lowercased and unstemmed, and each of its parts as a word: a query for the exact name finds
   it, and so does one for its words. PostgreSQL's parser splits `max_locks_per_transaction` into four

@@ -610,7 +610,7 @@ def test_markdown_stages_fuse_on_cpu_and_stay_separate_on_gpu_unless_set():
 
 def test_documents_the_pipeline_never_returned_are_recorded_lost_for_the_next_run(store):
     from jobs.ingest import _record_lost
-    from jobs.store.writers import SinkStats
+    from jobs.store.sink_stats import SinkStats
     from tests.factories import doc_row
 
     coll = store.ensure_collection("lost_docs", "m", 4)

@@ -20,23 +20,27 @@ MAX_LINES = 600
 # that do not import each other (the check below finds any cycle among them).
 LAYERS = [
     # `jobs`: the package itself (PIPELINE_VERSION); web: the search page's file
-    {"jobs", "errors", "home", "defaults", "model_refs", "config_keys", "template_files", "web"},
+    {"jobs", "errors", "home", "defaults", "model_refs", "config_keys", "template_files", "web",
+     "progress_line"},  # progress_line: how a long step shows progress on a terminal (no database, no Ray)
     {"sources"},  # where documents come from: discovery, listing, the plan
     {"config"},
     # the row schemas between stages (the chunk contract, error and empty markers); terms: the text analysis
-    # chunk rows carry and the store's search applies to queries (both sides use it)
+    # chunk rows carry and the search applies to queries (both sides use it)
     {"rows", "terms"},
-    {"store"},  # PostgreSQL + pgvector, Parquet, the sink
+    {"store"},  # the job's write side: PostgreSQL + pgvector, Parquet, the sink
     {"chunks"},  # what both source types share: ids, quality bands, the one chunk-row builder
     {"embed"},  # the embedding model: resolution, tokenizer, encoder
     {"markdown", "excel"},  # one package per source type, each its whole path to chunk rows
+    # the search that reads what the store wrote: queries embedded by the collection's model (embed),
+    # ranked over its tables (store); below checks, so an ingest's checks may measure through it
+    {"search"},
     {"checks"},  # what every ingest measures: run metrics, index metrics, gates
     {"adapter", "ray_session"},  # plain-Python stages onto Ray Data; the Ray a job runs on
     {"pipeline"},  # the ingest's stage specs, for Ray and for a small run in process
     {"in_process", "on_ray"},  # a run's stages: in the driver process (a small run), or on Ray Data
-    {"plan", "search", "load", "reembed"},  # jobs that need no stage: light enough for a quick command
+    {"plan", "load", "reembed"},  # jobs that need no stage: light enough for a quick command
     {"tools"},  # commands over stored runs: report, evaluate, stats, bench-embedders
-    {"ingest"},
+    {"ingest", "ingest_outcome"},  # ingest_outcome: what a run ends with (its result, or why it stopped)
     {"api"},  # the Python API: open a collection, search, ingest
     {"serve"},  # the API over HTTP
     {"exit_status"},  # how a command's exception becomes its exit status and message

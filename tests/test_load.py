@@ -12,6 +12,7 @@ import pytest
 
 from jobs.config import JobConfig, apply_overrides
 from jobs.load import load_from_parquet
+from jobs.search.ranking import search_many
 from jobs.store.parquet import RunOutput
 from tests.conftest import BIN
 from tests.factories import chunk_row, doc_row, unit_vector
@@ -141,10 +142,10 @@ def test_a_reload_builds_the_configured_vector_index_and_searches_through_it(tmp
     cfg = apply_overrides(JobConfig.model_validate({"database": {"vector_index": "halfvec"}}), database_url=pg_url)
     assert load_from_parquet(cfg, [tmp_path / "run"], collection="load_half")["vectors"] == 3
     coll = store.get_collection("load_half")
-    assert store.vector_index_kind(coll) == "halfvec"
-    [hits] = store.search_many(coll, [unit_vector(1, 4)], 1)
+    assert store.hnsw_kind(coll) == "halfvec"
+    [hits] = search_many(store, coll, [unit_vector(1, 4)], 1)
     assert hits[0]["text"] == "alpha two" and hits[0]["score"] == pytest.approx(1.0)
-    [hits] = store.search_many(coll, [unit_vector(0, 4)], 1, queries=["zulu"], mode="text")
+    [hits] = search_many(store, coll, [unit_vector(0, 4)], 1, queries=["zulu"], mode="text")
     assert hits[0]["text"] == "bravo zulu"
 
 

@@ -9,7 +9,6 @@ not its editable corpusmill, and run the installed `corpusmill` from a temporary
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import re
@@ -49,20 +48,31 @@ def _dist_name(requirement: str) -> str:
     return re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9._-]+", requirement).group(0)).lower()
 
 
+_TOP_LEVEL_IMPORTS = """
+import ast, json, sys
+from pathlib import Path
+modules = set()
+for path in [*Path(sys.argv[1], "jobs").rglob("*.py"), *Path(sys.argv[1], "ops").rglob("*.py")]:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            modules |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            modules.add(node.module.split(".")[0])
+print(json.dumps(sorted(modules)))
+"""
+
+
 def test_every_package_the_code_imports_is_declared():
     """A package arriving only through another one's dependencies goes when that one stops needing it: each
     top-level import under jobs/ and ops/ (late ones too) is in `dependencies` or an extra."""
     project = PYPROJECT["project"]
     declared = {_dist_name(r) for r in project["dependencies"]}
     declared |= {_dist_name(r) for extra in project["optional-dependencies"].values() for r in extra}
-    modules = set()
-    for path in [*(REPO / "jobs").rglob("*.py"), *(REPO / "ops").rglob("*.py")]:
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                modules |= {a.name.split(".")[0] for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and not node.level:
-                modules.add(node.module.split(".")[0])
-    modules -= set(sys.stdlib_module_names) | {"jobs", "ops", "tests"}
+    # Parsed in a child interpreter: CPython 3.11's AST builder keeps its recursion depth per interpreter,
+    # so an ast.parse here races threads a test run left building ASTs (tests/test_layout.py, _trees).
+    found = subprocess.run([sys.executable, "-c", _TOP_LEVEL_IMPORTS, str(REPO)], check=True, capture_output=True,
+                           text=True).stdout
+    modules = set(json.loads(found)) - set(sys.stdlib_module_names) - {"jobs", "ops", "tests"}
     dists = metadata.packages_distributions()
     undeclared = {m: dists.get(m) for m in modules if not {_dist_name(d) for d in dists.get(m, [])} & declared}
     assert undeclared == {}

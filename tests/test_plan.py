@@ -69,7 +69,7 @@ def test_a_listing_planned_a_page_at_a_time_plans_what_the_whole_list_plans(tmp_
 
 def test_a_file_that_failed_on_its_content_is_not_read_again_until_it_changes(tmp_path, store, pg_url):
     from jobs.ingest import _record_lost
-    from jobs.store.writers import SinkStats
+    from jobs.store.sink_stats import SinkStats
 
     root = tmp_path / "notes"
     root.mkdir()

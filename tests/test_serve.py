@@ -13,9 +13,9 @@ import pytest
 from psycopg import sql
 
 from jobs.errors import UserError
+from jobs.search.limits import MAX_FILTERS, MAX_QUERY_CHARS, MAX_VALUE_CHARS
 from jobs.serve import check_exposure
 from jobs.store import doc_vectors
-from jobs.store.limits import MAX_FILTERS, MAX_QUERY_CHARS, MAX_VALUE_CHARS
 from jobs.store.pgvector import PgStore
 from tests import serving
 

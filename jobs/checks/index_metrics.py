@@ -30,7 +30,7 @@ import math
 
 from psycopg import sql
 
-from jobs.store import vector_index
+from jobs.store import index_kinds
 from jobs.store.names import index_name
 
 EMPTY_NORM = 1e-6
@@ -101,7 +101,7 @@ def _summary_stats(store, coll, table: sql.Composed, token_limit: int | None) ->
 
 
 def _hnsw_index_exists(store, coll) -> bool:
-    return store.vector_index_kind(coll) is not None or store.table_index(coll.chunk_table, "hnsw", "embedding") is not None
+    return store.hnsw_kind(coll) is not None or store.table_index(coll.chunk_table, "hnsw", "embedding") is not None
 
 
 def _has_iterative_scan(store) -> bool:
@@ -114,7 +114,7 @@ def _duplicate_neighbours(store, table: sql.Composed, threshold: float, exact: b
                           index: tuple[str, int] = ("vector", 0), vectors: int = 0) -> tuple[int, int]:
     """(non-empty chunks checked, chunks whose nearest chunk of another document is above `threshold`
     cosine similarity). `index`: the kind of the table's vector index and the dimension, whose distance
-    the probes order by so that they go through it (jobs/store/vector_index.py); `vectors`: the table's
+    the probes order by so that they go through it (jobs/store/index_kinds.py); `vectors`: the table's
     rows, which the sample the probes come from is sized by."""
     # LEFT JOIN keeps a lone chunk (no other non-empty neighbour) in the denominator as "not a duplicate".
     # Through the index, a sample of at most HNSW_SAMPLE chunks is probed: enough for a rate, and the
@@ -141,7 +141,7 @@ def _duplicate_neighbours(store, table: sql.Composed, threshold: float, exact: b
             "ORDER BY {order} LIMIT 1"
             ") AS nn ON true WHERE {a_nonempty}").format(
             probes=probes, table=table, b_nonempty=_nonempty("b"), a_nonempty=_nonempty("a"),
-            order=vector_index.order_by(*index, "b.embedding", sql.SQL("a.embedding")))
+            order=index_kinds.order_by(*index, "b.embedding", sql.SQL("a.embedding")))
     with store.conn.transaction():
         if exact:
             # A true flat scan: the number is ground truth, not whatever the approximate index happens to return.
@@ -207,7 +207,7 @@ def index_metrics(store, coll, *, exact_below: int = 5000, near_duplicate_cosine
                         f"{exact_below} and the HNSW index {index_name(coll.chunk_table, 'hnsw')} does not exist yet")
     else:
         checked, duplicates = _duplicate_neighbours(store, table, near_duplicate_cosine, exact=method == "exact",
-                                                    index=(store.vector_index_kind(coll) or "vector", coll.dimension),
+                                                    index=(store.hnsw_kind(coll) or "vector", coll.dimension),
                                                     vectors=vectors)
         duplicate_rate = _share(duplicates, checked)
 

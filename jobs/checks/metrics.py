@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from jobs.checks.distribution import length_summary
 
 if TYPE_CHECKING:  # the writers' counts, for the annotations only (metrics reads their fields)
-    from jobs.store.writers import SinkStats
+    from jobs.store.sink_stats import SinkStats
 
 
 def _histogram(tally: Counter, edges: list[int]) -> dict[str, int]:

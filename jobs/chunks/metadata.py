@@ -1,6 +1,6 @@
 """A document's metadata as every one of its chunks carries it: front matter keys of a Markdown file, the
 sheet names of a workbook. It is stored as JSON (Parquet `metadata`, the database's `metadata jsonb`) so a
-RAG application can filter on it (jobs/store/filters.py) and a hit can show it.
+RAG application can filter on it (jobs/search/filters.py) and a hit can show it.
 
 Front matter is the author's, so it is made safe to store and bounded: values become JSON (dates as ISO
 text), text loses what PostgreSQL cannot hold (jobs.rows.storable), and a value too large to be a filter

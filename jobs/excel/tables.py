@@ -8,6 +8,9 @@ merges), a row of series codes (ONS CDIDs `MV36 | MV37`) and time-series attribu
 `Series ID`; a column's unit goes into its label) are header, not data. `split_tables` holds at
 most `excel.header_scan_rows` rows at a time, so a sheet of any length streams through. Where the
 heuristics guess wrong, `excel.header_rows` pins the header (`pinned_header`).
+
+Over 400 lines on purpose: the header heuristics above read one another's state row by row; split,
+each part would need the others' bookkeeping.
 """
 
 from __future__ import annotations

@@ -1,20 +1,21 @@
 """Chunk rows from an Arrow table into a chunk table by binary COPY, column by column.
 
-The writers' hot path: each column is converted once (pyarrow's C code: `to_pylist` per column, the
-vectors as one float32 matrix read from the list column's value buffer), and each row goes out as a
-tuple of those values, so no row ever becomes a Python dict. Values get what `jobs.rows.storable`
-gives a row: NUL removed from text (Arrow strings are valid UTF-8, so no lone surrogates remain).
-"""
+The writers' hot path: the table's columns are brought to the types the COPY stream carries (pyarrow's
+C code, column at a time: NUL removed from text as `jobs.rows.storable` does, vectors as one float32
+matrix), then pgpq encodes them into PostgreSQL's binary COPY format, so no row ever becomes a Python
+object on the way. Arrow strings are valid UTF-8, so no lone surrogates remain to replace."""
 
 from __future__ import annotations
 
 import json
 
 import numpy as np
+import pgpq
 import pyarrow as pa
 import pyarrow.compute as pc
+from pgpq import encoders
+from pgpq import schema as pg
 from psycopg import sql
-from psycopg.types.json import Jsonb
 
 from jobs.errors import DataFault
 from jobs.rows import storable
@@ -83,65 +84,94 @@ def vectors(column: pa.ChunkedArray | pa.Array, ids: list) -> np.ndarray:
     return flat.reshape(n, flat.size // n if n else 0)
 
 
-def _text(column: pa.ChunkedArray) -> list:
-    if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
-        return [storable(v) for v in column.to_pylist()]  # rare, short lists: the row-wise rule is cheap
-    if column.null_count == len(column):
-        return [None] * len(column)
-    return pc.replace_substring(column, "\x00", "").to_pylist()
+# ---- the COPY stream, encoded by pgpq --------------------------------------------------------------
+# pgpq (Arrow to PostgreSQL's binary COPY format, in Rust) encodes whole columns at once: the writers'
+# hot path used to hand psycopg one Python tuple per row, which cost more client time than the server
+# took to store the rows. Types pgpq does not know (pgvector's vector and sparsevec, our int4[] term
+# lists) go as bytes already in the column's binary format: a binary COPY field is its length and bytes,
+# read by the column's own receive function, whatever the encoder called it.
+def _storable_text(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """A string column with NUL removed (jobs.rows.storable: Arrow strings are valid UTF-8 already)."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    arr = arr.cast(pa.string())
+    return pc.replace_substring(arr, "\x00", "") if arr.null_count < len(arr) else arr
 
 
-def _verbatim(text: str) -> str:
-    return text
+def _storable_lists(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """A list<string> column, each element with NUL removed."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    arr = arr.cast(pa.list_(pa.string()))
+    values = _storable_text(arr.values) if len(arr.values) else arr.values
+    return pa.ListArray.from_arrays(arr.offsets, values, mask=arr.is_null())
 
 
-def _json(column: pa.ChunkedArray) -> list:
-    """JSON text as jsonb values, sent as they are (jobs/chunks/metadata.py made them), not parsed and dumped again."""
-    return [None if v is None else Jsonb(v, dumps=_verbatim) for v in column.to_pylist()]
+def _vector_bytes(matrix: np.ndarray) -> pa.Array:
+    """An (n, d) float32 matrix as pgvector's binary vector per row (vector_send: int16 dimension, int16
+    unused, then the float4 values, all big-endian)."""
+    n, d = matrix.shape
+    out = np.empty((n, 4 + 4 * d), dtype=np.uint8)
+    out[:, :4] = np.frombuffer(np.array([d, 0], dtype=">i2").tobytes(), dtype=np.uint8)
+    out[:, 4:] = np.ascontiguousarray(matrix, dtype=">f4").view(np.uint8).reshape(n, 4 * d)
+    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(4 + 4 * d), n, [None, pa.py_buffer(out.tobytes())])
 
 
-def columns(table: pa.Table) -> list[list]:
-    """The table's values in CHUNK_COLUMNS order, one Python list per column."""
-    ids = table.column("chunk_id").to_pylist()
-    out = []
+def encoded_table(table: pa.Table, pivot: float) -> pa.Table:
+    """`table`'s chunk rows in CHUNK_COLUMNS order (then `lex`, the weights at `pivot`) as the Arrow
+    columns pgpq encodes: strings, lists of strings, integers and booleans as themselves, metadata as a
+    string sent as jsonb, and vectors, term lists and weights as bytes in their types' binary format."""
+    n = table.num_rows
+    ids = table.column("chunk_id").to_pylist() if "embedding" in table.column_names else None
+    out: dict[str, pa.Array] = {}
     for name, typ in CHUNK_COLUMNS:
         if name not in table.column_names:
-            out.append([None] * table.num_rows)
+            out[name] = pa.nulls(n, pa.binary() if typ in ("vector", "int4[]") else _ARROW_TYPES[typ])
         elif typ == "vector":
-            out.append(list(vectors(table.column(name), ids)))
-        elif typ.startswith("text"):
-            out.append(ids if name == "chunk_id" else _text(table.column(name)))
-        elif typ == "jsonb":
-            out.append(_json(table.column(name)))
-        elif typ == "int4[]":  # as bytes: PostgreSQL's binary array (copy_table)
-            out.append(lexical.int4_arrays(table.column(name)))
+            out[name] = _vector_bytes(vectors(table.column(name), ids))
+        elif typ == "int4[]":
+            out[name] = pa.array(lexical.int4_arrays(table.column(name)), pa.binary())
+        elif typ == "text[]":
+            out[name] = _storable_lists(table.column(name))
+        elif typ in ("text", "jsonb"):
+            out[name] = _storable_text(table.column(name))
         else:
-            out.append(table.column(name).to_pylist())
-    return out
+            out[name] = table.column(name).combine_chunks().cast(_ARROW_TYPES[typ])
+    out["lex"] = pa.array(lexical.sparse_weights(table, pivot), pa.binary())
+    return pa.table(out)
+
+
+def _encoder(schema: pa.Schema) -> pgpq.ArrowToPostgresBinaryEncoder:
+    jsonb = {name: encoders.StringEncoderBuilder.new_with_output(schema.field(name), pg.Jsonb())
+             for name, typ in CHUNK_COLUMNS if typ == "jsonb"}
+    return pgpq.ArrowToPostgresBinaryEncoder.new_with_encoders(
+        schema, {**{f.name: pgpq.ArrowToPostgresBinaryEncoder.infer_encoder(f) for f in schema}, **jsonb})
 
 
 def copy_table(conn, target: sql.Composed, table: pa.Table, pivot: float | None = None) -> int:
     """COPY every row of `table` into `target` (a chunk table) with its BM25 weights at `pivot` (the
     table's, jobs/store/lexical.py; None: looked up, or set from these rows if the table has none), and
-    the rows counted into BM25's totals (lexical.add_totals); returns the rows written. The term lists and the weights go out as
-    bytes packed with numpy in PostgreSQL's and pgvector's binary formats (a binary COPY field is its
-    length and bytes, which the server reads with the column's own receive function)."""
+    the rows counted into BM25's totals (lexical.add_totals); returns the rows written (encoded_table:
+    what each column goes out as)."""
     if not table.num_rows:
         return 0
     table = lexical.fill(table)
     schema, name = lexical.table_names(conn, target)
     if pivot is None:
         pivot = lexical.pivot_of(conn, schema, name, table)
-    names = [c for c, _ in CHUNK_COLUMNS] + ["lex"]
-    cols = sql.SQL(", ").join(sql.Identifier(c) for c in names)
+    encoded = encoded_table(table, pivot)
+    cols = sql.SQL(", ").join(sql.Identifier(c) for c in encoded.column_names)
     stmt = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT BINARY)").format(target, cols)
-    values = columns(table)
-    values.append(lexical.sparse_weights(table, pivot))
+    encoder = _encoder(encoded.schema)
     with conn.cursor() as cur, cur.copy(stmt) as copy:
-        copy.set_types(["bytea" if t == "int4[]" else t for _, t in CHUNK_COLUMNS] + ["bytea"])
-        for row in zip(*values):
-            copy.write_row(row)
-    kept = pc.invert(pc.fill_null(table.column("omitted"), False)) if "omitted" in table.column_names else None
-    counted = table.filter(kept) if kept is not None else table
-    lexical.add_totals(conn, schema, name, counted.num_rows, pc.sum(counted.column("lex_length")).as_py() or 0)
+        copy.write(encoder.write_header())
+        for batch in encoded.to_batches(max_chunksize=5000):
+            copy.write(encoder.write_batch(batch))
+        copy.write(encoder.finish())
+    lengths = table.column("lex_length")
+    if "omitted" in table.column_names:  # an omitted chunk is stored but not counted in BM25's totals
+        kept = pc.invert(pc.fill_null(table.column("omitted"), False))
+        lengths = pc.if_else(kept, lengths, 0)
+        counted = pc.sum(pc.cast(kept, pa.int64())).as_py() or 0
+    else:
+        counted = table.num_rows
+    lexical.add_totals(conn, schema, name, counted, pc.sum(lengths).as_py() or 0)
     return table.num_rows

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 
 import psycopg
+from tenacity import RetryError, Retrying, retry_if_exception_type, stop_before_delay, wait_exponential
 
 from jobs.errors import UnreachableError
 
@@ -47,19 +47,20 @@ def connect(url: str, application_name: str) -> psycopg.Connection:
 def connect_with_backoff(url: str, application_name: str, seconds: float) -> psycopg.Connection:
     """A new connection after the server went away, with bounded exponential backoff (0.5 s doubling to
     8 s, `seconds` in all); DatabaseUnavailable when the server is not back by then."""
-    deadline, delay, last = time.monotonic() + seconds, 0.5, None
-    while True:
-        try:
-            return connect(url, application_name)
-        except psycopg.OperationalError as exc:
-            last = exc
-            if time.monotonic() + delay > deadline:
-                raise DatabaseUnavailable(
-                    f"PostgreSQL did not come back within {seconds:g} s ({first_line(last)})") from exc
-            time.sleep(delay)
-            delay = min(delay * 2, 8.0)
+    # No attempt starts after the budget: stop before a wait that would end past it.
+    retrying = Retrying(retry=retry_if_exception_type(psycopg.OperationalError),
+                        wait=wait_exponential(multiplier=0.5, max=8.0), stop=stop_before_delay(seconds))
+    try:
+        return retrying(connect, url, application_name)
+    except RetryError as exc:
+        last = exc.last_attempt.exception()
+        raise DatabaseUnavailable(f"PostgreSQL did not come back within {seconds:g} s ({first_line(last)})") from last
 
 
+# Hand-written rather than with tenacity (as connect_with_backoff is): whether to replay asks the store
+# (`connection_lost()`), what comes between attempts is a reconnect rather than a wait, and a nested call
+# must not retry at all. As tenacity callbacks built per call (retry predicate, before_sleep,
+# retry_error_callback) the same rule reads longer and less plainly than this loop.
 def reconnecting(method):
     """Run a store method again on a fresh connection when the old one broke under it. Only for methods
     that are whole transactions (or reads) and idempotent: a document's replace-and-checkpoint can be

@@ -1,12 +1,13 @@
-"""BM25 through indexes, so a query's cost depends on the query and k, not on the collection's size.
+"""BM25's write side: what each chunk table keeps so that a query's BM25 ranking goes through indexes and
+its cost depends on the query and k, not on the collection's size (the query side: jobs/search/bm25.py).
 
 The text is analysed once, on the Ray workers, by jobs/terms.py: each chunk row carries its term ids
 (`lex_terms`, sorted), their frequencies (`lex_tfs`) and its length in terms (`lex_length`), and the
 writers COPY them as plain columns. The database does no text work on the write path: no generated
 column, no per-row function. What the store keeps per chunk table:
 
-- `lex_terms` under a GIN index (int4[]): a term at most RARE_DF chunks hold finds all of them there
-  (exact, and few), and its document frequency is counted through it;
+- `lex_terms` under a GIN index (int4[]): a term few chunks hold (jobs/search/bm25.py RARE_DF) finds all
+  of them there (exact, and few), and its document frequency is counted through it;
 - `lex`, the chunk's BM25 document weights as a pgvector `sparsevec` (one dimension per term id, the
   1,000 heaviest at most: an HNSW index takes no more), computed here in numpy as the rows are COPYed,
   under an HNSW index for inner product. A query is the sparse vector of its terms' idf, so the inner
@@ -19,18 +20,15 @@ chunk table: the mean length of the first batch committed into the empty table (
 of a run, or a sample of the whole table when an older table is upgraded), kept in `lexical_pivots`
 and fixed from then on, so no write ever rewrites the table (the pivot of pivoted length normalisation
 need only be near the mean length, and a table's mean moves little once it holds a run). Exact BM25
-(`--exact`, jobs/store/text_search.py) uses the same pivot, so indexed and exact scores agree up to
-float32 rounding.
+(`--exact`, jobs/search/bm25.py) uses the same pivot, so indexed and exact scores agree up to float32
+rounding.
 
-The query side uses the current N and document frequencies: N from `lexical_totals`, which statement
-triggers keep as commits write (they count rows and sum `lex_length`, no text work), and a term's
-document frequency counted through the GIN index when it is rare, else estimated from PostgreSQL's
-own statistics of `lex_terms` (`pg_stats`' most common elements, which ANALYZE keeps for arrays).
+The query side uses the current N: `lexical_totals`, which statement triggers keep as commits write
+(they count rows and sum `lex_length`, no text work); `totals` reads it.
 """
 
 from __future__ import annotations
 
-import math
 import struct
 
 import numpy as np
@@ -39,14 +37,9 @@ import pyarrow.compute as pc
 from psycopg import sql
 
 from jobs.errors import DataFault
-from jobs.terms import DIMENSION, MAX_DIMS, analyse_chunk, bm25_weights, query_terms
+from jobs.terms import DIMENSION, MAX_DIMS, analyse_chunk, bm25_weights
 
-RARE_DF = 1000  # a term in at most this many chunks: its chunks are candidates through GIN
 DEFAULT_PIVOT = 40.0  # the pivot of a table no commit has set one for yet (an empty table)
-# HNSW candidates for the sparse ranking (at least its depth): a graph over sparse vectors walks
-# plateaus of equal (zero) scores, and a deeper candidate list finds more of exact BM25's first hits
-# for common words at about the same cost (docs/benchmarks.md, Scale).
-SPARSE_EF_SEARCH = 400
 LEX_COLUMNS = ("lex_terms", "lex_tfs", "lex_length")
 _INT4_OID = 23
 
@@ -243,82 +236,3 @@ def fold_totals(conn, schema: str, table: str) -> None:
             "WITH gone AS (DELETE FROM {} WHERE chunk_table = %s RETURNING chunks, lexemes) "
             "INSERT INTO {} SELECT %s, sum(chunks), sum(lexemes) FROM gone HAVING count(*) > 0").format(
             totals_t, totals_t), (table, table))
-
-
-# ---- the read side -----------------------------------------------------------------------------------
-def _common(conn, schema: str, table: str) -> dict[int, float]:
-    """PostgreSQL's most common term ids of `lex_terms` with the share of rows holding each (ANALYZE's)."""
-    row = conn.execute("SELECT most_common_elems::text::int4[], most_common_elem_freqs FROM pg_stats "
-                       "WHERE schemaname = %s AND tablename = %s AND attname = 'lex_terms'", (schema, table)).fetchone()
-    if not row or not row[0]:
-        return {}
-    return dict(zip(row[0], row[1]))
-
-
-def document_frequencies(conn, schema: str, table: str, terms: list[int], n: int) -> dict[int, int]:
-    """How many chunks hold each term: ANALYZE's estimate for the common ones (a count would read a large
-    part of the table), a count through the GIN index for the rest (one statement for all of them)."""
-    common = _common(conn, schema, table)
-    out: dict[int, int] = {}
-    rare = []
-    for term in terms:
-        estimate = common.get(term, 0.0) * n
-        if estimate > RARE_DF:
-            out[term] = round(estimate)
-        else:
-            rare.append(term)
-    if rare:
-        out.update(conn.execute(sql.SQL(
-            "SELECT u.term, (SELECT count(*) FROM {} WHERE lex_terms @> ARRAY[u.term]) "
-            "FROM unnest(%s::int4[]) AS u(term)").format(sql.Identifier(schema, table)), (rare,)).fetchall())
-    return out
-
-
-def idf(df: int, n: int) -> float:
-    return math.log(1 + (n - df + 0.5) / (df + 0.5))
-
-
-def query_vector(weights: dict[int, float]) -> str:
-    """A query's term weights as sparsevec text (1-based indices: a term id is its own index)."""
-    return "{" + ",".join(f"{t}:{w!r}" for t, w in sorted(weights.items())) + f"}}/{DIMENSION}"
-
-
-def scores(conn, schema: str, table: str, query: str, limit: int,
-           where: sql.Composable | None = None) -> list[tuple[str, float]]:
-    """(chunk id, BM25 score), best first, at most `limit`: candidates through the two indexes, scored by
-    the sparse inner product, among the chunks `where` admits (a filter's condition; N and df stay the
-    collection's). The caller's transaction may set hnsw.ef_search; it is raised to `limit`."""
-    cond = sql.SQL("TRUE") if where is None else where
-    terms = query_terms(query)
-    if not terms:
-        return []
-    n, _ = totals(conn, schema, table)
-    if n == 0:
-        return []
-    df = document_frequencies(conn, schema, table, terms, n)
-    weights = {t: idf(f, n) for t, f in df.items() if f > 0}
-    if not weights:
-        return []
-    t = sql.Identifier(schema, table)
-    q = query_vector(weights)
-    found: dict[str, float] = {}
-    # This query's own candidate depth; the caller's setting (a vector ranking's) is put back after it.
-    ef = conn.execute("SELECT current_setting('hnsw.ef_search', true)").fetchone()[0]
-    wanted = max(limit, SPARSE_EF_SEARCH)
-    if not ef or int(ef) < wanted:
-        conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(wanted)))
-    rows = conn.execute(sql.SQL("SELECT chunk_id, -(lex <#> %(q)s::sparsevec) FROM {} WHERE {} "
-                                "ORDER BY lex <#> %(q)s::sparsevec LIMIT %(lim)s").format(t, cond),
-                        {"q": q, "lim": limit}).fetchall()
-    if ef and int(ef) < wanted:
-        conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(int(ef))))
-    for chunk, score in rows:
-        if score > 0:
-            found[chunk] = float(score)
-    rare = [term for term, f in df.items() if 0 < f <= RARE_DF]
-    if rare:
-        for chunk, score in conn.execute(sql.SQL(
-                "SELECT chunk_id, -(lex <#> %s::sparsevec) FROM {} WHERE lex_terms && %s::int4[] AND ({})").format(
-                t, cond), (q, rare)):
-            found[chunk] = float(score)
-    return sorted(found.items(), key=lambda item: (-item[1], item[0]))[:limit]

@@ -153,5 +153,5 @@ def ensure_indexes(conn, url: str, schema: str, name: str, table_index, build: t
                                f"{label}, BM25 weights")
         built = True
     if built:
-        conn.execute(sql.SQL("ANALYZE {}").format(table))  # pg_stats' common terms (lexical.document_frequencies)
+        conn.execute(sql.SQL("ANALYZE {}").format(table))  # pg_stats' common terms (jobs/search/bm25.py document_frequencies)
     return built

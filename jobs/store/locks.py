@@ -31,7 +31,8 @@ import psycopg
 from psycopg import sql
 
 from jobs.errors import UserError
-from jobs.store.connection import connect
+from jobs.store.connection import connect, reconnecting
+from jobs.store.names import lock_key
 
 log = logging.getLogger(__name__)
 
@@ -212,3 +213,42 @@ def holder(conn: psycopg.Connection, key: int) -> str:
     when = f", connected {since:%Y-%m-%d %H:%M:%S %Z}" if since is not None else ""
     return (f"{name or 'a process'} (server pid {pid}, from {where}{when}; if that process is gone, "
             f"`SELECT pg_terminate_backend({pid})` frees the lock)")
+
+
+class CollectionLocks:
+    """PgStore's share of the above: the collection's lock and owner token as the driver's store takes
+    them. A mixin, as jobs/store/runs.py is: it needs the store's connection (`self.conn`), its schema,
+    schema-qualified names (`self._t`), `self._locks` and `self.owner_tokens` (which a reconnect takes
+    again, `retake`) and `self.connection_lost()`."""
+
+    def _lock_key(self, collection: str) -> int:
+        return lock_key(self.schema, collection)
+
+    @reconnecting
+    def lock_collection(self, collection: str, holder: str, wait_seconds: float = 0.0) -> None:
+        """Take the collection's write lock (a session advisory lock, released when this store closes or
+        its connection dies) so two ingests — from two shells or two machines — never interleave commits.
+        Held by another run: wait up to `wait_seconds`, then raise CollectionBusy naming that run."""
+        key = self._lock_key(collection)
+        self.conn.execute("SELECT set_config('application_name', %s, false)", (holder[:63],))
+        self.application_name = holder  # a reconnect presents itself the same way
+        wait_for_lock(self.conn, key, collection, wait_seconds)
+        self._locks[collection] = key
+        self.owner_tokens[collection] = take_lease(self.conn, self.schema, collection, holder)
+        # Rows an earlier run staged (jobs/store/writers.py) are only ever assembled under that run's id, so a
+        # killed run's would stay for good; under the lock no other run of the collection is staging.
+        self.conn.execute(sql.SQL("DELETE FROM {} WHERE collection = %s").format(self._t("staged_rows")), (collection,))
+
+    def owner_token(self, collection: str) -> str | None:
+        """This run's owner token of `collection` (lock_collection made it): what its writers commit under."""
+        return self.owner_tokens.get(collection)
+
+    def unlock_collection(self, collection: str) -> None:
+        key = self._locks.pop(collection, None)
+        if key is not None and not self.connection_lost():
+            unlock(self.conn, key)
+
+    def lock_holder(self, collection: str) -> str:
+        """Who holds the collection's lock, in words: the holder's application_name (`corpusmill ingest
+        <run_id>`), its client address and since when."""
+        return holder(self.conn, self._lock_key(collection))

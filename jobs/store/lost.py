@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 
 from jobs.store.pgvector import PgStore
+from jobs.store.sink_stats import SinkStats
 from jobs.store.work_items import WorkItems
-from jobs.store.writers import SinkStats
 
 log = logging.getLogger(__name__)
 

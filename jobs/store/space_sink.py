@@ -21,8 +21,10 @@ import pyarrow.compute as pc
 from psycopg import sql
 
 from jobs.store.datasink import ChunkDatasink
+from jobs.store.sink_stats import SinkStats
 from jobs.store.spaces import Collection
-from jobs.store.writers import Progress, SinkStats, WriterStore
+from jobs.store.staging import WriterStore
+from jobs.store.write_progress import Progress
 
 log = logging.getLogger(__name__)
 

@@ -34,27 +34,25 @@ transaction); a server that stays away fails the task, and Ray's retries, then t
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
-import threading
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
+import numpy as np
 import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
-from psycopg import sql
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_incrementing
 
 from jobs.errors import DataFault, InternalError, UserError, bug_report
 from jobs.store import faults
-from jobs.store.connection import connect_with_backoff, reconnecting
 from jobs.store.locks import OwnershipLost
 from jobs.store.parquet import PartWriter
 from jobs.store.pgvector import Collection, PgStore
-from jobs.store.progress_line import ProgressLine
+from jobs.store.sink_stats import SinkStats, rows_where
+from jobs.store.staging import WriterStore
 
 log = logging.getLogger(__name__)
 
@@ -94,71 +92,6 @@ class WriterFailed(UserError, RuntimeError):
 
 def _one_line(text: str) -> str:
     return "; ".join(line.strip() for line in text.splitlines() if line.strip())
-
-
-@dataclass
-class SinkStats:
-    """What writers committed, counted per task and summed by `complete` (fixed size: tallies,
-    not lists of chunks; failures are one entry per failed document)."""
-    docs_done: int = 0
-    docs_empty: int = 0
-    docs_failed: int = 0
-    chunks: int = 0
-    vectors: int = 0
-    omitted: int = 0
-    quality: Counter = field(default_factory=Counter)
-    omit_reasons: Counter = field(default_factory=Counter)
-    by_source_type: Counter = field(default_factory=Counter)
-    text_changes: Counter = field(default_factory=Counter)  # normalization, dedupe, merges (doc_stats)
-    reused: int = 0  # chunks whose vector was not computed: a text the collection or the batch held (doc_stats)
-    # Tokens and words of embedded chunks, tallied (value -> chunks): as big as the distinct values, not the run.
-    tokens: Counter = field(default_factory=Counter)
-    words: Counter = field(default_factory=Counter)
-    failures: list[dict] = field(default_factory=list)
-    duplicate_rows: int = 0  # rows that arrived twice (a retried block): each seq commits once
-    shared: int = 0  # chunks whose text another document holds: recorded, not stored again
-    released: int = 0  # other documents marked pending: a text only a replaced document held is gone
-    staged: int = 0  # documents a task received only in part, assembled at the end
-    transactions: int = 0
-    parts: int = 0  # Parquet parts written
-    seconds: float = 0.0  # writers' time writing Parquet and committing, summed over tasks
-    nodes: set = field(default_factory=set)  # Ray nodes the writers ran on (ids, shortened)
-    # What stopped a task (not one document's fault): a full disk, a server gone past the reconnect
-    # budget, a bug. `complete` raises it, so the run stops instead of calling its documents lost.
-    fatal: list[dict] = field(default_factory=list)
-
-    def add(self, other: SinkStats) -> None:
-        for name, value in vars(other).items():
-            if name in ("failures", "fatal"):
-                getattr(self, name).extend(value)
-            elif name == "nodes":
-                self.nodes |= value
-            else:
-                setattr(self, name, getattr(self, name) + value)
-
-    def count(self, table: pa.Table) -> None:
-        """Tally a committed batch's chunk rows (all of them: embedded and omitted)."""
-        chunks = table.filter(pc.equal(table.column("row_kind"), "chunk"))
-        omitted = pc.fill_null(chunks.column("omitted"), False)
-        self.chunks += chunks.num_rows
-        self.omitted += pc.sum(omitted).as_py() or 0
-        for name, counter in (("quality", self.quality), ("source_type", self.by_source_type)):
-            counter.update({k: v for k, v in Counter(chunks.column(name).to_pylist()).items() if k is not None})
-        dropped = chunks.filter(omitted).column("omit_reason").to_pylist()
-        self.omit_reasons.update((r or "").split(":")[0] for r in dropped)
-        kept = chunks.filter(pc.invert(omitted))
-        self.tokens.update(kept.column("token_count").to_pylist())
-        self.words.update(kept.column("word_count").to_pylist())
-        self.count_doc_stats(table)
-
-    def count_doc_stats(self, table: pa.Table) -> None:
-        """Sum the documents' `doc_stats`: text changes, and the vectors the embedder reused."""
-        if "doc_stats" in table.column_names:
-            for raw in table.column("doc_stats").drop_null().to_pylist():
-                if raw:
-                    changes = json.loads(raw)
-                    self.reused += changes.pop("vectors_reused", 0)
-                    self.text_changes.update(changes)
 
 
 def _seqs(table: pa.Table, position: str = "seq") -> list[int]:
@@ -223,61 +156,24 @@ def _head(table: pa.Table, i: int) -> dict:
     return {c: table.column(c)[i].as_py() if c in table.column_names else None for c in DOC_COLUMNS}
 
 
+def _document_bounds(table: pa.Table) -> list[tuple[int, int]]:
+    """(first row, row count) of each document of a table whose documents are whole and contiguous."""
+    docs = table.column("doc_id").combine_chunks()
+    n = len(docs)
+    if not n:
+        return []
+    changed = pc.fill_null(pc.not_equal(docs.slice(1), docs.slice(0, n - 1)), True)
+    starts = [0] + (np.flatnonzero(changed.to_numpy(zero_copy_only=False)) + 1).tolist()
+    return [(a, b - a) for a, b in zip(starts, starts[1:] + [n])]
+
+
 def _split_documents(table: pa.Table) -> list[tuple[dict, pa.Table]]:
-    """(checkpoint fields, rows) per document of a table whose documents are whole and contiguous."""
-    docs = table.column("doc_id").to_pylist()
-    out, start = [], 0
-    for i in range(1, len(docs) + 1):
-        if i == len(docs) or docs[i] != docs[start]:
-            out.append((_head(table, start), table.slice(start, i - start)))
-            start = i
-    return out
-
-
-class WriterStore(PgStore):
-    """A writer's store: its first connection waits for a server that is restarting (bounded backoff, as a
-    reconnect does), and every call below, like the store's own, heals a lost connection and replays."""
-
-    def _connect(self) -> psycopg.Connection:
-        return connect_with_backoff(self.url, self.application_name, self.reconnect_seconds)
-
-    def _staged(self) -> sql.Composed:
-        return self._t("staged_rows")
-
-    @reconnecting
-    def stage(self, run_id: str, collection: str, partial: dict[str, pa.Table]) -> None:
-        with self.conn.transaction(), self.conn.cursor() as cur:
-            cur.executemany(sql.SQL("INSERT INTO {} (run_id, collection, doc_id, rows) VALUES (%s, %s, %s, %s)").format(
-                self._staged()), [(run_id, collection, d, _ipc(t)) for d, t in partial.items()])
-
-    @reconnecting
-    def staged_documents(self, run_id: str, collection: str) -> list[str]:
-        return [r[0] for r in self.conn.execute(sql.SQL(
-            "SELECT DISTINCT doc_id FROM {} WHERE run_id = %s AND collection = %s ORDER BY 1").format(self._staged()),
-            (run_id, collection))]
-
-    @reconnecting
-    def staged_pieces(self, run_id: str, collection: str, doc_id: str) -> list[pa.Table]:
-        return [_from_ipc(r[0]) for r in self.conn.execute(sql.SQL(
-            "SELECT rows FROM {} WHERE run_id = %s AND collection = %s AND doc_id = %s ORDER BY staged_at").format(
-                self._staged()),
-            (run_id, collection, doc_id))]
-
-    @reconnecting
-    def unstage(self, run_id: str, collection: str, doc_id: str | None = None) -> None:
-        """Drop a document's staged rows (all of the run's without `doc_id`)."""
-        if doc_id is None:
-            self.conn.execute(sql.SQL("DELETE FROM {} WHERE run_id = %s AND collection = %s").format(self._staged()),
-                              (run_id, collection))
-        else:
-            self.conn.execute(sql.SQL("DELETE FROM {} WHERE run_id = %s AND collection = %s AND doc_id = %s").format(
-                self._staged()), (run_id, collection, doc_id))
-
-    @reconnecting
-    def done_in_run(self, collection: str, source_path: str, run_id: str) -> bool:
-        row = self.conn.execute(sql.SQL("SELECT status, run_id FROM {} WHERE collection = %s AND source_path = %s").format(
-            self._t("documents")), (collection, source_path)).fetchone()
-        return bool(row) and row[0] == "done" and row[1] == run_id
+    """(checkpoint fields, rows) per document of a table whose documents are whole and contiguous. The
+    checkpoint columns are read once each: indexing a many-chunked column row by row costs a search per row."""
+    bounds = _document_bounds(table)
+    values = {c: table.column(c).to_pylist() if c in table.column_names else None for c in DOC_COLUMNS}
+    return [({c: v[start] if v is not None else None for c, v in values.items()}, table.slice(start, n))
+            for start, n in bounds]
 
 
 class DocumentWriter:
@@ -350,22 +246,23 @@ class DocumentWriter:
         """The waiting documents, in transactions of at most `batch_rows` rows (a document larger than
         that alone) and `batch_documents` documents: a block arrives whole, and a Parquet part of 60k
         rows in one transaction would hold its work, and the progress, in one jump."""
-        table = pa.concat_tables(ready)
+        # One chunk per column: blocks and documents arrive as many small slices, and each compute call
+        # and COPY conversion below pays per chunk.
+        table = pa.concat_tables(ready).combine_chunks()
         limit_docs = self.batch_documents or float("inf")
-        if table.num_rows <= self.batch_rows and (not self.batch_documents or
-                                                  pc.count_distinct(table.column("doc_id")).as_py() <= limit_docs):
+        bounds = _document_bounds(table)
+        if table.num_rows <= self.batch_rows and len(bounds) <= limit_docs:
             self._commit(store, table, stats, task)
             return
-        group: list[pa.Table] = []
-        rows = 0
-        for _, doc in _split_documents(table):
-            if group and (rows + doc.num_rows > self.batch_rows or len(group) >= limit_docs):
-                self._commit(store, pa.concat_tables(group), stats, task)
-                group, rows = [], 0
-            group.append(doc)
-            rows += doc.num_rows
-        if group:
-            self._commit(store, pa.concat_tables(group), stats, task)
+        start, rows, docs = 0, 0, 0
+        for first, n in bounds:
+            if docs and (rows + n > self.batch_rows or docs >= limit_docs):
+                self._commit(store, table.slice(start, rows), stats, task)
+                start, rows, docs = first, 0, 0
+            rows += n
+            docs += 1
+        if docs:
+            self._commit(store, table.slice(start, rows), stats, task)
 
     def _commit(self, store: PgStore, table: pa.Table, stats: SinkStats, task: int) -> None:
         """Whole documents (contiguous rows): error documents recorded; the rest into a Parquet part, then
@@ -402,19 +299,15 @@ class DocumentWriter:
     def _commit_batch(self, store: PgStore, heads: list[dict], table: pa.Table, stats: SinkStats) -> None:
         chunk = pc.equal(table.column("row_kind"), "chunk")
         omitted = pc.and_(chunk, pc.fill_null(table.column("omitted"), False))
-        embedded = table.filter(pc.and_(chunk, pc.invert(omitted)))
-        for attempt in range(DEADLOCK_RETRIES + 1):
-            try:
-                committed = store.commit_documents(self.coll, heads, embedded, self.run_id, self.share_text,
-                                                   keep_listing=self.keep_listing, owner=self.owner)
-                break
-            except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
-                # Two writers releasing texts each other's documents copy can meet in opposite orders: the
-                # server rolls one back, and its transaction is simply run again.
-                if attempt == DEADLOCK_RETRIES:
-                    raise
-                time.sleep(0.1 * (attempt + 1))
-        with_chunks = set(table.filter(chunk).column("doc_id").to_pylist())
+        embedded = rows_where(table, pc.and_(chunk, pc.invert(omitted)))
+        # Two writers releasing texts each other's documents copy can meet in opposite orders: the server
+        # rolls one back, and its transaction is simply run again (0.1 s, 0.2 s, … apart).
+        committed = Retrying(
+            retry=retry_if_exception_type((psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)),
+            stop=stop_after_attempt(DEADLOCK_RETRIES + 1), wait=wait_incrementing(0.1, 0.1), reraise=True)(
+            store.commit_documents, self.coll, heads, embedded, self.run_id, self.share_text,
+            keep_listing=self.keep_listing, owner=self.owner)
+        with_chunks = set(rows_where(table.select(["doc_id"]), chunk).column("doc_id").to_pylist())
         stats.transactions += 1
         stats.docs_done += len(heads)
         stats.docs_empty += sum(1 for h in heads if h["doc_id"] not in with_chunks)
@@ -490,58 +383,3 @@ class DocumentWriter:
     def on_write_failed(self, error: Exception) -> None:
         log.warning("%s: a write task failed (%s); documents it did not commit stay pending for the next run",
                     self.label, error)
-
-
-def _ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as w:
-        w.write_table(table)
-    return sink.getvalue().to_pybytes()
-
-
-def _from_ipc(data: bytes) -> pa.Table:
-    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
-
-
-class Progress:
-    """While a run writes: its documents committed and failed, chunks, vectors/s and the time left, read
-    from the documents table on a connection of its own (the driver sees no rows) and shown by a
-    ProgressLine: one line redrawn every second on a terminal (`live`; default: whether stderr is one),
-    else a log line every `every` seconds when the counts moved. Where the writes ended is logged last."""
-
-    def __init__(self, url: str, schema: str, collection: str, run_id: str, total: int, every: float = 10.0,
-                 live: bool | None = None):
-        self.url, self.schema, self.collection, self.run_id = url, schema, collection, run_id
-        self.total, self.every = total, every
-        self.line = ProgressLine(total, every, live)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="write-progress", daemon=True)
-
-    def __enter__(self) -> Progress:
-        self.line.__enter__()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-        self.line.__exit__(*exc)
-
-    def _run(self) -> None:
-        try:
-            with psycopg.connect(self.url, autocommit=True, application_name=f"corpusmill progress {self.run_id}"[:63]) as conn:
-                while not self._stop.wait(self.line.tick):
-                    self.line.update(*self.sample(conn))
-                self.line.finish(*self.sample(conn))
-        except Exception:  # progress is a courtesy: never fail a run over it
-            log.debug("no write progress", exc_info=True)
-
-    def sample(self, conn: psycopg.Connection) -> tuple[int, int, int]:
-        """(documents committed, documents failed, vectors) of the run so far."""
-        counts = dict.fromkeys(("done", "failed"), (0, 0)) | {
-            r[0]: (r[1], r[2] or 0) for r in conn.execute(sql.SQL(
-                "SELECT status, count(*), sum(chunk_count) FROM {} WHERE collection = %s AND run_id = %s "
-                "AND status <> 'pending' GROUP BY status").format(sql.Identifier(self.schema, "documents")),
-                (self.collection, self.run_id))}
-        (done, vectors), failed = counts["done"], counts["failed"][0]
-        return done, failed, vectors

@@ -15,6 +15,7 @@ from pathlib import Path
 from jobs.config import JobConfig
 from jobs.embed.models import embedding_dimension
 from jobs.reembed import fill_space, make_embedder, open_active, switch_to
+from jobs.search import ranking
 from jobs.store.pgvector import Collection, PgStore
 from jobs.store.url import database_url
 from jobs.tools.evaluate import EvalReport, evaluate, load_golden
@@ -55,7 +56,7 @@ def bench_embedders(cfg: JobConfig, collection: str, golden: Path, models: list[
             seconds = time.monotonic() - started
 
             def search(qs: list[str], k: int, space=space, embedder=embedder) -> list[list[dict]]:
-                return store.search_many(space, embedder.encode(qs), k, cfg.database.ef_search)
+                return ranking.search_many(store, space, embedder.encode(qs), k, cfg.database.ef_search)
 
             entries.append(Entry(model, space, evaluate(questions, search), seconds))
         winner = max(entries, key=lambda e: e.rank_key)  # ties go to the model listed first

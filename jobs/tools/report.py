@@ -4,6 +4,8 @@ Reads only what the run left on disk (chunk Parquet parts, errors.parquet, run.j
 so a report can be rebuilt for any past run without the database or Ray, and writes next to
 metrics.json under `qa/`: breakdown.json, sample.jsonl, flagged.json/.csv, three PNG plots and a
 single self-contained report.html (rendered from templates/report.html.j2, which escapes everything it shows).
+Over 400 lines on purpose: one pass over the parts feeds every artifact, so the scan and its outputs
+stay together.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Uses the default pipeline's collections a `make eval` keeps in BENCH_HOME (`eval
 ingests those that are missing. On each chunk table it builds the halfvec and binary HNSW indexes beside
 the float32 one (each query's ORDER BY picks its own index), then per question takes the BM25 ranking
 (exact, as `--exact` and every search before the lexical index; and indexed, as `search` now does) and
-the vector rankings, and fuses them as `hybrid` does (jobs/store/text_search.py, then jobs/search.py
+the vector rankings, and fuses them as `hybrid` does (jobs/search/ranking.py, then jobs/search/searcher.py
 `diversify`), scored by `corpusmill eval`'s own evaluate(). Prints page (and passage) hit@1/@5/@10 per set
 and combination, and per set each vector index's size and build seconds, and the table's vectors stored
 as vector or halfvec; writes BENCH_OUT/index_quality.json. Not in `make bench`.
@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 import time
 
-from jobs.store.text_search import DEPTH, FUSED_EF_SEARCH
+from jobs.search.ranking import DEPTH, FUSED_EF_SEARCH
 from ops.bench import common, retrieval
 
 REPEAT_RATIO = 2.0  # configs/local.yaml's database.repeat_ratio
@@ -38,7 +38,7 @@ def build_indexes(store, coll) -> dict:
     """The halfvec and binary HNSW indexes beside the float32 one (made if missing): size and seconds each."""
     from psycopg import sql
 
-    from jobs.store import vector_index
+    from jobs.store import index_kinds
     from jobs.store.names import bounded_name, index_name
 
     out = {}
@@ -49,7 +49,7 @@ def build_indexes(store, coll) -> dict:
         t = time.perf_counter()
         if kind != "vector":
             store.conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw ({})").format(
-                sql.Identifier(name), table, vector_index.key(kind, coll.dimension)))
+                sql.Identifier(name), table, index_kinds.key(kind, coll.dimension)))
         out[kind] = {"seconds": round(time.perf_counter() - t, 1) if kind != "vector" else None,
                      "mib": round(store.conn.execute("SELECT pg_relation_size(%s::regclass)",
                                                      (f"{store.schema}.{name}",)).fetchone()[0] / 2 ** 20, 2)}
@@ -68,7 +68,7 @@ def rankings(store, coll, questions, model) -> tuple[list[dict], dict]:
     """Per question {"exact"/"indexed": BM25 (chunk, score) lists, kind: vector lists}; chunk -> hit fields."""
     from psycopg import sql
 
-    from jobs.store import lexical, text_search
+    from jobs.search import bm25, hits, ranking
 
     vectors = model.encode([q.question for q in questions], normalize_embeddings=True, show_progress_bar=False,
                            batch_size=64)
@@ -76,20 +76,20 @@ def rankings(store, coll, questions, model) -> tuple[list[dict], dict]:
     out = []
     with store.conn.transaction():
         store.conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(FUSED_EF_SEARCH)))
-        stats = text_search.corpus_stats(store.conn, store.schema, coll.chunk_table)
+        stats = bm25.corpus_stats(store.conn, store.schema, coll.chunk_table)
         for q, v in zip(questions, vectors):
-            r = {"exact": text_search.bm25_scores(store.conn, table, q.question, DEPTH, stats),
-                 "indexed": lexical.scores(store.conn, store.schema, coll.chunk_table, q.question, DEPTH)}
+            r = {"exact": bm25.bm25_scores(store.conn, table, q.question, DEPTH, stats),
+                 "indexed": bm25.scores(store.conn, store.schema, coll.chunk_table, q.question, DEPTH)}
             for kind in KINDS:
-                r[kind] = text_search.vector_scores(store.conn, table, v, DEPTH, (kind, coll.dimension))
+                r[kind] = ranking.vector_scores(store.conn, table, v, DEPTH, (kind, coll.dimension))
             out.append(r)
     ids = sorted({c for r in out for ranked in r.values() for c, _ in ranked})
-    return out, text_search.hit_fields(store.conn, table, ids)
+    return out, hits.hit_fields(store.conn, table, ids)
 
 
 def score(questions, ranked, meta, bm25: str | None, kind: str) -> dict:
     from jobs.search import diversify
-    from jobs.store.text_search import fuse
+    from jobs.search.ranking import fuse
 
     hits = []
     for r in ranked:

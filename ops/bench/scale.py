@@ -224,11 +224,13 @@ def questions() -> list[str]:
 
 def latency(store, coll, texts: list[str], vectors, mode: str, exact: bool = False) -> dict:
     """p50/p95 per query (ms) of one mode, each query searched alone after one warm-up pass."""
+    from jobs.search import ranking  # as the store below: only the search step needs the read side
+
     timings = []
     for timed in (False, True):
         for q, v in zip(texts, vectors):
             t = time.perf_counter()
-            store.search_many(coll, [v], 10, 100, exact, queries=[q], mode=mode)
+            ranking.search_many(store, coll, [v], 10, 100, exact, queries=[q], mode=mode)
             if timed:
                 timings.append(1000 * (time.perf_counter() - t))
     timings.sort()
@@ -240,15 +242,15 @@ def bm25_agreement(store, coll, texts: list[str]) -> float:
     """The share of exact BM25's first 10 chunks that the indexed ranking also returns in its first 10."""
     from psycopg import sql
 
-    from jobs.store import text_search
+    from jobs.search import bm25
 
     table = sql.Identifier(SCHEMA, coll.chunk_table)
     found = total = 0
     with store.conn.transaction():
-        stats = text_search.corpus_stats(store.conn, SCHEMA, coll.chunk_table)
+        stats = bm25.corpus_stats(store.conn, SCHEMA, coll.chunk_table)
         for q in texts:
-            exact = {c for c, _ in text_search.bm25_scores(store.conn, table, q, 10, stats)}
-            got = {c for c, _ in lexical.scores(store.conn, SCHEMA, coll.chunk_table, q, 10)}
+            exact = {c for c, _ in bm25.bm25_scores(store.conn, table, q, 10, stats)}
+            got = {c for c, _ in bm25.scores(store.conn, SCHEMA, coll.chunk_table, q, 10)}
             found, total = found + len(exact & got), total + len(exact)
     return round(found / total, 3) if total else None
 

@@ -10,7 +10,8 @@ import pytest
 from jobs.rows import CHUNK_SCHEMA
 from jobs.store import arrow_copy, faults, shared_text
 from jobs.store.pgvector import PgStore
-from jobs.store.writers import DocumentWriter, SinkStats, WriterFailed
+from jobs.store.sink_stats import SinkStats
+from jobs.store.writers import DocumentWriter, WriterFailed
 from tests.factories import chunk_row, doc_row, unit_vector
 
 DIM = 4

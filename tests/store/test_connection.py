@@ -1,10 +1,13 @@
 """The replay of a store call cut short by a broken connection, without a server (the server-side faults
 are in test_pgvector.py)."""
 
+import socket
+import time
+
 import psycopg
 import pytest
 
-from jobs.store.connection import REPLAYS, DatabaseUnavailable, reconnecting
+from jobs.store.connection import REPLAYS, DatabaseUnavailable, connect_with_backoff, reconnecting
 
 
 class FakeStore:
@@ -54,3 +57,15 @@ def test_an_error_on_a_healthy_connection_is_not_replayed():
 def test_only_the_outermost_call_replays():
     store = FakeStore(failures=1)
     assert store.outer() == "ok" and store.calls == 2 and store.reconnects == 1 and store._depth == 0
+
+
+def test_a_server_that_stays_away_ends_the_backoff_within_its_budget(monkeypatch):
+    with socket.socket() as s:  # a port nothing listens on: each attempt is refused at once
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sleeps, real_sleep = [], time.sleep
+    monkeypatch.setattr(time, "sleep", lambda seconds: (sleeps.append(seconds), real_sleep(seconds)))
+    with pytest.raises(DatabaseUnavailable, match=r"did not come back within 1.6 s \(.*refused"):
+        connect_with_backoff(f"postgresql://nobody@127.0.0.1:{port}/none", "test", 1.6)
+    # 0.5 s doubling; no wait that would end past the budget (0.5 + 1 + 2 > 1.6)
+    assert sleeps and sleeps == [0.5, 1.0][:len(sleeps)]

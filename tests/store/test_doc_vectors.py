@@ -6,6 +6,7 @@ import pytest
 from psycopg import sql
 
 from jobs.embed.models import resolve_model
+from jobs.search.ranking import search_many
 from jobs.store import doc_vectors
 from tests.factories import chunk_row, doc_row
 
@@ -76,7 +77,7 @@ def test_vectors_are_built_once_kept_current_and_rank_documents(store, encode):
                        for d, hs in (("first", PAGES["first"][1]), ("where", ["Arguments", "Comparison operators"]))])
     nearest_doc = ["first", "where"][int(np.argmax(outlines @ q))]
     assert len(ranking) == 2 and ranking[0].startswith(nearest_doc + "-")
-    [hits] = store.search_many(coll, [q], 3, queries=[query], mode="hybrid-doc")
+    [hits] = search_many(store, coll, [q], 3, queries=[query], mode="hybrid-doc")
     assert hits and {h["chunk_id"] for h in hits} >= {ranking[0]}
 
 

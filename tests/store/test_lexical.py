@@ -1,5 +1,6 @@
-"""jobs/store/lexical.py: BM25 through the sparse-weights HNSW index and the GIN index, its kept totals
-and pivot, against exact BM25 (jobs/store/text_search.py) on the embedded PostgreSQL."""
+"""jobs/store/lexical.py: what a chunk table keeps for BM25 (its terms, weights, kept totals and pivot),
+against exact BM25 (jobs/search/bm25.py) on the embedded PostgreSQL. The queries through the indexes:
+tests/search/test_bm25.py."""
 
 import re
 from pathlib import Path
@@ -7,8 +8,9 @@ from pathlib import Path
 import pytest
 from psycopg import sql
 
-from jobs.store import arrow_copy, lexical, text_search
-from jobs.terms import query_terms
+from jobs.search import bm25
+from jobs.search.ranking import search_many
+from jobs.store import arrow_copy, lexical
 from tests.factories import chunk_row, doc_row, unit_vector
 
 DIM = 4
@@ -55,13 +57,12 @@ def _load(store, name: str, docs: int = 40):
 
 def _exact(store, coll, query, limit=10):
     table = sql.Identifier(store.schema, coll.chunk_table)
-    return text_search.bm25_scores(store.conn, table, query, limit,
-                                   text_search.corpus_stats(store.conn, store.schema, coll.chunk_table))
+    return bm25.bm25_scores(store.conn, table, query, limit, bm25.corpus_stats(store.conn, store.schema, coll.chunk_table))
 
 
 def _indexed(store, coll, query, limit=10):
     with store.conn.transaction():
-        return lexical.scores(store.conn, store.schema, coll.chunk_table, query, limit)
+        return bm25.scores(store.conn, store.schema, coll.chunk_table, query, limit)
 
 
 def _assert_same_ranking(exact, indexed):
@@ -70,17 +71,6 @@ def _assert_same_ranking(exact, indexed):
         sorted(round(s, 3) for _, s in indexed) == sorted(round(s, 3) for _, s in exact))
     for (_, e), (_, g) in zip(exact, indexed):
         assert g == pytest.approx(e, rel=1e-4)
-
-
-@pytest.mark.parametrize("through", ["gin", "hnsw"])
-def test_indexed_bm25_scores_what_exact_bm25_scores(store, monkeypatch, through):
-    coll = _load(store, f"lex_{through}")
-    if through == "hnsw":
-        monkeypatch.setattr(lexical, "RARE_DF", 0)  # every word through the sparse HNSW index
-    for query in QUERIES:
-        exact, indexed = _exact(store, coll, query), _indexed(store, coll, query)
-        assert bool(exact) == (query != "zebra")
-        _assert_same_ranking(exact, indexed)
 
 
 def test_kept_totals_follow_adds_updates_deletes_and_reloads(store):
@@ -121,18 +111,6 @@ def test_the_first_commit_sets_the_pivot_and_later_ones_keep_it(store):
         _assert_same_ranking(_exact(store, coll, query), _indexed(store, coll, query))
 
 
-def test_common_words_take_postgres_statistics_and_rare_ones_a_count(store, monkeypatch):
-    coll = _load(store, "lex_df", docs=20)
-    store.conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(store.schema, coll.chunk_table)))
-    n, _ = lexical.totals(store.conn, store.schema, coll.chunk_table)
-    words = query_terms("server hugo")
-    counted = lexical.document_frequencies(store.conn, store.schema, coll.chunk_table, words, n)
-    monkeypatch.setattr(lexical, "RARE_DF", 0)  # everything counts as common: ANALYZE's share of rows
-    estimated = lexical.document_frequencies(store.conn, store.schema, coll.chunk_table, words, n)
-    for word in words:  # the sample is the whole table here, so the estimate is the count
-        assert estimated[word] == counted[word] > 0
-
-
 def test_the_chunk_table_computes_nothing_per_row(store):
     """The write path issues no per-row text function: read from the table's definition, not timed."""
     coll = _load(store, "lex_plain", docs=4)
@@ -159,14 +137,5 @@ def test_a_chunk_of_more_than_a_thousand_terms_keeps_its_thousand_heaviest_and_i
     (stored,) = store.conn.execute(sql.SQL("SELECT lex::text FROM {} WHERE doc_id = 'lex_wide-d0'").format(
         sql.Identifier(store.schema, coll.chunk_table))).fetchone()
     assert stored.count(":") == 1000
-    [hits] = store.search_many(coll, [unit_vector(0, DIM)], 2, queries=["term0007"], mode="text")
+    [hits] = search_many(store, coll, [unit_vector(0, DIM)], 2, queries=["term0007"], mode="text")
     assert [h["chunk_id"] for h in hits] == ["lex_wide-d1-0", "lex_wide-d0-0"]  # the short chunk first, as BM25 has it
-
-
-def test_a_query_word_in_another_inflection_finds_its_chunk(store):
-    coll = _load(store, "lex_inflect", docs=6)
-    _commit(store, coll, "lex_inflect", 6, ["Rotating the signing keys weekly keeps tokens short-lived."])
-    store.ensure_text_index(coll, after_load=True)
-    for query in ("rotate key", "ROTATED KEYS", "the rotation of a key"):
-        [hits] = store.search_many(coll, [unit_vector(0, DIM)], 1, queries=[query], mode="text")
-        assert [h["chunk_id"] for h in hits] == ["lex_inflect-d6-0"], query

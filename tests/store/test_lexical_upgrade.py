@@ -8,6 +8,7 @@ from psycopg import sql
 
 from jobs.load import prepare_part
 from jobs.search import NotBuiltError, Searcher
+from jobs.search.ranking import search_many
 from jobs.store import arrow_copy, lexical, lexical_upgrade
 from jobs.store.arrow_copy import CHUNK_COLUMNS
 from jobs.store.chunk_view import SQL_TYPES
@@ -59,8 +60,8 @@ def _old_collection(store, name: str, docs: int = 30):
 
 
 def _ranked(store, coll, exact: bool) -> list[list[str]]:
-    found = store.search_many(coll, [unit_vector(0, DIM)] * len(QUERIES), 5, queries=QUERIES, mode="text",
-                              exact=exact)
+    found = search_many(store, coll, [unit_vector(0, DIM)] * len(QUERIES), 5, queries=QUERIES, mode="text",
+                        exact=exact)
     return [[h["chunk_id"] for h in hits] for hits in found]
 
 

@@ -5,6 +5,7 @@ import psycopg
 import pytest
 
 from jobs.config import JobConfig
+from jobs.search.ranking import search
 from jobs.store.connection import DatabaseUnavailable
 from jobs.store.locks import CollectionBusy
 from jobs.store.names import index_name
@@ -40,7 +41,7 @@ def test_commit_replaces_a_document_atomically_and_search_finds_it(store):
     assert rows == [("a-0", "new")]
     st = store.status("store_t")
     assert st["documents"]["done"] == 1 and st["chunks"] == 1
-    hits = store.search(coll, _unit(1), 1)
+    hits = search(store, coll, _unit(1), 1)
     assert hits[0]["chunk_id"] == "a-0" and hits[0]["score"] == pytest.approx(1.0)
     view = store.conn.execute("SELECT count(*) FROM corpusmill.all_chunks WHERE collection = 'store_t'").fetchone()
     assert view[0] == 1
@@ -218,3 +219,36 @@ def test_index_metrics_read_through_the_store_survive_a_server_restart(store):
     store.reconnect()
     restart_embedded_server()
     assert store.read(index_metrics, coll)["vectors"] == 1
+
+
+def _index_names(store, table: str) -> set[str]:
+    return {r[0] for r in store.conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = 'corpusmill' AND tablename = %s", (table,))}
+
+
+def test_a_load_into_an_empty_table_builds_the_unread_indexes_after_and_a_stopped_one_gets_them_back(store):
+    coll = store.ensure_collection("store_defer", "m", 4)
+    deferred = {index_name(coll.chunk_table, "embed"), index_name(coll.chunk_table, "metadata")}
+    assert deferred <= _index_names(store, coll.chunk_table)
+    assert store.defer_indexes(coll)  # empty: dropped for the load
+    assert not deferred & _index_names(store, coll.chunk_table)
+    # The commit path reads neither: documents commit without them.
+    store.commit_document(coll, _doc("a"), [_chunk("a", 0, "some text", _unit(0), "store_defer")], "r1")
+    # A load stopped here: the next command's ensure_collection builds them again.
+    store.ensure_collection("store_defer", "m", 4)
+    assert deferred <= _index_names(store, coll.chunk_table)
+    # On a table that holds rows nothing is dropped (a rebuild would cost more than it saves).
+    assert not store.defer_indexes(coll)
+    assert deferred <= _index_names(store, coll.chunk_table)
+
+
+def test_checkpoint_rows_of_a_commit_go_in_one_statement_and_a_repeated_path_keeps_its_last_entry(store):
+    coll = store.ensure_collection("store_docs", "m", 4)
+    docs = [_doc(f"d{i}") for i in range(3)]
+    with store.conn.transaction():
+        store._set_documents("store_docs", [(docs[0], "pending", 0, "r1", None), (docs[1], "done", 2, "r1", None),
+                                            (docs[0], "done", 5, "r1", None), (docs[2], "failed", 0, "r1", "bad\x00")])
+    rows = dict((r[0], r[1:]) for r in store.conn.execute(
+        "SELECT source_path, status, chunk_count, last_error FROM corpusmill.documents WHERE collection = 'store_docs'"))
+    assert rows == {"d0.md": ("done", 5, None), "d1.md": ("done", 2, None), "d2.md": ("failed", 0, "bad")}
+    assert store.status(coll.name)["documents"]["done"] == 2

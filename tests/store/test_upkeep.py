@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from jobs.store.writers import WriterStore
+from jobs.store.staging import WriterStore
 
 
 def test_the_next_run_of_a_collection_clears_what_a_killed_run_staged(store, pg_url):

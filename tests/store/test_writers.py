@@ -11,7 +11,9 @@ import time
 import psycopg
 
 from jobs.rows import CHUNK_SCHEMA
-from jobs.store.writers import DocumentWriter, SinkStats, WriterStore
+from jobs.store.sink_stats import SinkStats
+from jobs.store.staging import WriterStore
+from jobs.store.writers import DocumentWriter
 from tests.factories import chunk_row, doc_row, unit_vector
 
 DIM = 4

@@ -1,5 +1,5 @@
 -- Document metadata on every chunk (front matter keys, a workbook's sheet names; jobs/chunks/metadata.py):
--- a `metadata jsonb` column on each chunk table, for filtered search (jobs/store/filters.py), under a GIN
+-- a `metadata jsonb` column on each chunk table, for filtered search (jobs/search/filters.py), under a GIN
 -- index (jsonb_path_ops: the containment tests a filter compiles to). Tables made after this migration
 -- get both when they are created. Existing chunks hold NULL until their documents are re-chunked (the
 -- pipeline version that brought the column re-chunks every document on its next run).

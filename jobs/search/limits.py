@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jobs.errors import ConfigError, UserError
-from jobs.store.filters import PATH_KEY
+from jobs.search.filters import PATH_KEY
 
 MAX_QUERY_CHARS = 2000
 MAX_K = 100
@@ -67,7 +67,7 @@ def check_text(what: str, text: str, most: int) -> None:
 
 
 def wildcards(glob: str) -> int:
-    """`*` and `?` in a glob, a run of `*` counted once (jobs/store/filters.py folds it into one)."""
+    """`*` and `?` in a glob, a run of `*` counted once (jobs/search/filters.py folds it into one)."""
     n, prev = 0, ""
     for ch in glob:
         if ch == "?" or (ch == "*" and prev != "*"):
@@ -77,7 +77,7 @@ def wildcards(glob: str) -> int:
 
 
 def check_request(queries: list[str], k: int, filters, limits: Limits = DEFAULT) -> None:
-    """Raise LimitError naming the first limit the request passes. `filters`: jobs.store.filters.Filter."""
+    """Raise LimitError naming the first limit the request passes. `filters`: jobs.search.filters.Filter."""
     if not 1 <= k <= limits.k:
         raise LimitError(f"k must be 1 to {limits.k} (got {k})")
     for i, q in enumerate(queries):

@@ -1,5 +1,5 @@
 """Query a collection: embed the query with the collection's own model, then rank by vector (pgvector's
-HNSW index), by text (BM25 over the chunks' terms), both fused (jobs/store/text_search.py), or both
+HNSW index), by text (BM25 over the chunks' terms), both fused (jobs/search/ranking.py), or both
 and the documents' outline vectors fused (`hybrid-doc`, jobs/store/doc_vectors.py); then more pages
 among the first hits, unless one page clearly leads (`repeat_ratio`)."""
 
@@ -9,10 +9,12 @@ import logging
 import threading
 
 from jobs.errors import NotFoundError
+from jobs.search import ranking
+from jobs.search.filters import Filter
+from jobs.search.hits import add_passages
+from jobs.search.ranking import DEPTH, RRF_K
 from jobs.store import doc_vectors
-from jobs.store.filters import Filter
 from jobs.store.pgvector import PgStore, UnknownCollection
-from jobs.store.text_search import DEPTH, RRF_K
 
 log = logging.getLogger(__name__)
 
@@ -98,21 +100,21 @@ class Searcher:
                     store: PgStore | None = None) -> list[list[dict]]:
         """Each query's hits, best first, each with `rank`, `score` (what orders the list: the fused score,
         or the cosine in plain vector mode), `cosine` and `bm25` (None where BM25 did not rank it), its
-        locators, metadata and matching passage (jobs/store/hits.py). `filters`: jobs/store/filters.py.
+        locators, metadata and matching passage (jobs/search/hits.py). `filters`: jobs/search/filters.py.
         `min_similarity`: hits less similar to the query (cosine) are dropped, so a query about nothing in
         the collection can come back empty. `store`: the connection to search over (a service lends each
         request one of its pool's), else the one this searcher was made with."""
         store = store or self.store
         vectors = self._encode(queries)
         if self.repeat_ratio is None:
-            ranked = store.search_many(self.coll, vectors, k, self.ef_search, exact, queries=queries,
-                                       mode=self.mode, filters=filters)
+            ranked = ranking.search_many(store, self.coll, vectors, k, self.ef_search, exact, queries=queries,
+                                         mode=self.mode, filters=filters)
         else:
             # Candidates ranked before `diversify` picks k, as deep as the fused rankings: enough that k
             # distinct documents are almost always among them.
             depth = max(k, DEPTH)
-            ranked = store.search_many(self.coll, vectors, depth, self.ef_search, exact, queries=queries,
-                                       mode=self.mode, filters=filters)
+            ranked = ranking.search_many(store, self.coll, vectors, depth, self.ef_search, exact, queries=queries,
+                                         mode=self.mode, filters=filters)
             # Fused modes score by reciprocal rank; a cosine is no such score, so vector hits weigh as their rank would.
             by_rank = [1.0 / (RRF_K + r) for r in range(1, depth + 1)] if self.mode == "vector" else None
             ranked = [diversify(hs, self.repeat_ratio, k, by_rank[:len(hs)] if by_rank else None) for hs in ranked]
@@ -121,6 +123,6 @@ class Searcher:
             if min_similarity is not None:
                 hits = [h for h in hits if h["cosine"] is not None and h["cosine"] >= min_similarity]
             if passages:  # a ts_headline per hit: for hits a person reads, not for an evaluation's rankings
-                hits = store.add_passages(self.coll, hits, query)
+                hits = add_passages(store, self.coll, hits, query)
             out.append([dict(h, rank=rank, score=round(h["score"], 6)) for rank, h in enumerate(hits, 1)])
         return out

@@ -11,10 +11,16 @@ parts; its whole, which PostgreSQL's parser splits, is marked by its parts).
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
 from psycopg import sql
 
+if TYPE_CHECKING:  # annotations only: the store is handed in
+    from jobs.store.pgvector import PgStore
+    from jobs.store.spaces import Collection
+
+TEXT_CONFIG = "english"  # PostgreSQL's text-search configuration of the passages
 # ts_headline marks matches with these (private-use characters no chunk text holds once stored); they
 # become offsets in `highlights`, so no markup is put into the text a client shows.
 _OPEN, _CLOSE = "\ue000", "\ue001"
@@ -30,6 +36,7 @@ _HEADLINES = """
 SELECT chunk_id, ts_headline({config}, text, replace(plainto_tsquery({config}, %(q)s)::text, ' & ', ' | ')::tsquery,
                              {options})
 FROM {t} WHERE chunk_id = ANY(%(ids)s)"""
+_HITS = "SELECT chunk_id, source_path, heading_path, text FROM {t} WHERE chunk_id = ANY(%(ids)s)"
 
 
 def snippet(headline: str) -> tuple[str, list[list[int]]]:
@@ -60,7 +67,20 @@ def fetch(conn, table: sql.Composable, ids: list[str], vector) -> dict[str, dict
             for (chunk, doc, path, kind, heading, text, start, end, sheet, row, metadata, cosine) in rows}
 
 
-def add_passages(conn, table: sql.Composable, hits: list[dict], query: str | None, config: str) -> list[dict]:
+def hit_fields(conn, table: sql.Composed, ids: list[str]) -> dict[str, dict]:
+    """chunk id -> what a hit carries besides its score (source path, heading path, text), for `ids`."""
+    return {r[0]: {"chunk_id": r[0], "source_path": r[1], "heading_path": list(r[2] or []), "text": r[3]}
+            for r in conn.execute(sql.SQL(_HITS).format(t=table), {"ids": list(ids)})}
+
+
+def add_passages(store: PgStore, coll: Collection, found: list[dict], query: str) -> list[dict]:
+    """`found` (hits of jobs/search/ranking.py's search_many) with the passage of each that matched `query`
+    (passages), run again on a fresh connection if the server restarts under it (PgStore.read)."""
+    table = sql.Identifier(store.schema, coll.chunk_table)
+    return store.read(lambda s: passages(s.conn, table, found, query, TEXT_CONFIG))
+
+
+def passages(conn, table: sql.Composable, hits: list[dict], query: str | None, config: str) -> list[dict]:
     """`hits` with `snippet` and `highlights` set: the passage of each that matches `query`. Done for the
     hits shown only (a headline reads the whole chunk), not for every candidate a ranking weighed."""
     if not hits:

@@ -1,10 +1,12 @@
-"""jobs/store/vector_index.py: the vectors' HNSW index over float32, halfvec or bits, searched and
-re-ranked by float32 cosine, on the embedded PostgreSQL."""
+"""jobs/search/vector_index.py and jobs/store/index_kinds.py: the vectors' HNSW index over float32, halfvec
+or bits, built, found, searched and re-ranked by float32 cosine, on the embedded PostgreSQL."""
 
 import numpy as np
 import pytest
 
-from jobs.store import vector_index
+from jobs.search import vector_index
+from jobs.search.ranking import search_many
+from jobs.store import index_kinds
 from tests.factories import chunk_row, doc_row
 
 DIM = 16
@@ -29,27 +31,27 @@ def test_an_index_of_each_kind_is_built_found_and_searched_with_true_cosines(sto
     vectors = _vectors(60)
     coll = _load(store, f"vix_{kind}", vectors)
     assert store.ensure_hnsw_index(coll, kind=kind) is True
-    assert store.vector_index_kind(coll) == kind
+    assert store.hnsw_kind(coll) == kind
     assert store.ensure_hnsw_index(coll) is False  # a table keeps the index it has, whatever the setting
     query = vectors[17] + 0.05 * _vectors(1, seed=3)[0]
     truth = np.argsort(-(vectors @ query / np.linalg.norm(query)))[:5]
-    [hits] = store.search_many(coll, [query], 5, ef_search=100)
+    [hits] = search_many(store, coll, [query], 5, ef_search=100)
     assert hits[0]["chunk_id"] == f"vix_{kind}-d17-0"
     expected = {f"vix_{kind}-d{i}-0": float(vectors[i] @ query / np.linalg.norm(query)) for i in truth}
     for hit in hits:  # the scores are float32 cosines, nearest first, not half-precision or Hamming ones
         if hit["chunk_id"] in expected:
             assert hit["score"] == pytest.approx(expected[hit["chunk_id"]], abs=1e-5)
     assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
-    [exact] = store.search_many(coll, [query], 5, exact=True)  # a flat float32 scan, whatever the index
+    [exact] = search_many(store, coll, [query], 5, exact=True)  # a flat float32 scan, whatever the index
     assert [h["chunk_id"] for h in exact] == [f"vix_{kind}-d{i}-0" for i in truth]
-    [fused] = store.search_many(coll, [query], 3, queries=["cats"], mode="hybrid")
+    [fused] = search_many(store, coll, [query], 3, queries=["cats"], mode="hybrid")
     assert fused[0]["chunk_id"] == f"vix_{kind}-d17-0"  # the words tie everywhere: the vectors decide
 
 
 def test_the_index_key_and_query_of_each_kind():
-    for kind in vector_index.KINDS:
-        assert vector_index.value_bytes(kind, 384) <= 4 * 384 + 8
+    for kind in index_kinds.KINDS:
+        assert index_kinds.value_bytes(kind, 384) <= 4 * 384 + 8
         assert vector_index.depth(kind, 10) >= 10
-    assert vector_index.value_bytes("halfvec", 384) < vector_index.value_bytes("vector", 384) / 1.9
+    assert index_kinds.value_bytes("halfvec", 384) < index_kinds.value_bytes("vector", 384) / 1.9
     with pytest.raises(ValueError, match="one of vector, halfvec, binary"):
-        vector_index.key("pq", 384)
+        index_kinds.key("pq", 384)

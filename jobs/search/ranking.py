@@ -1,26 +1,32 @@
-"""Full-text search over a chunk table, and its fusion with vector search.
+"""A collection's chunks ranked for queries, in each search mode: `vector` by cosine through the HNSW
+index (jobs/search/vector_index.py), `text` by BM25 over the chunks' terms (jobs/search/bm25.py), `hybrid`
+both fused, `hybrid-doc` those two and the documents' outline vectors (jobs/store/doc_vectors.py) fused.
 
 A small embedder blurs identifiers: an option name, a type, a version, a product word that only a
-few pages carry. BM25 (Robertson's weighting, k1 = 1.2, b = 0.75) finds them: every chunk row carries
-its terms, analysed on the workers (jobs/terms.py: stemmed words, identifiers whole and split), and
-queries are ranked through the indexes of jobs/store/lexical.py, or, for evaluation (`--exact`),
-computed in SQL here over every chunk that shares a term with the query, from the stored terms, their
-frequencies and the chunk's length, with the table's pivot (so both agree). `hybrid` fuses the BM25
-ranking with the vector ranking by reciprocal rank fusion (Cormack et al.; its constant below). The
-vectors stay where they were: a plain `ORDER BY embedding <=> …` query still works on the same table.
+few pages carry. BM25 finds them. `hybrid` fuses the BM25 ranking with the vector ranking by reciprocal
+rank fusion (Cormack et al.; its constant below). The vectors stay where they were: a plain
+`ORDER BY embedding <=> …` query still works on the same table.
+
+The functions that take a store (search_many, search) are the read side's entry points over a PgStore:
+the store itself writes and keeps the tables, and never imports this package.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from psycopg import sql
 
-from jobs.store import hits, lexical, vector_index
-from jobs.store.doc_vectors import doc_ranking
-from jobs.terms import K1, B, query_terms
+from jobs.search import bm25, hits, vector_index
+from jobs.search import filters as filters_
+from jobs.store import doc_vectors
+
+if TYPE_CHECKING:  # annotations only: the store is handed in
+    from jobs.store.pgvector import PgStore
+    from jobs.store.spaces import Collection
 
 MODES = ("vector", "text", "hybrid", "hybrid-doc")  # hybrid-doc: jobs/store/doc_vectors.py
-TEXT_CONFIG = "english"  # PostgreSQL's text-search configuration of the passages (jobs/store/hits.py)
 # Reciprocal rank fusion's constant, 1 / (RRF_K + rank). The paper's 60 suits many rankers; with two,
 # a small one lets each ranking's first hits lead. Measured on three dev sets (page hit@5, default
 # chunks): k = 60 -> openshift 0.912, hugo described 0.513, XQuAD 0.992; k = 1..5 -> 0.952-0.957,
@@ -33,52 +39,12 @@ DEPTH = 50  # candidates taken from each ranking before fusing (at least k)
 # make eval's collections: openshift-docs page @5 0.966 at 100, 0.969 at 200 and exact; hugo,
 # PowerShell and XQuAD equal to exact at both).
 FUSED_EF_SEARCH = 4 * DEPTH
-TRUE = sql.SQL("TRUE")  # the condition of no filter
-
-
-def corpus_stats(conn, schema: str, name: str) -> tuple[int, float]:
-    """How many embedded chunks there are (counted) and the table's pivot: exact BM25's N and avgdl."""
-    n = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE NOT omitted").format(
-        sql.Identifier(schema, name))).fetchone()[0]
-    return int(n), lexical.pivot(conn, schema, name) or lexical.DEFAULT_PIVOT
-
-
-# Each CTE is materialized: inlined, the planner re-runs the tsvector unnest once per query lexeme.
-_BM25 = """
-WITH qd AS MATERIALIZED (
-    SELECT u.term, (SELECT count(*) FROM {t} WHERE lex_terms @> ARRAY[u.term] AND NOT omitted) AS df
-    FROM unnest(%(terms)s::int4[]) AS u(term)),
-qt AS MATERIALIZED (SELECT array_agg(term) AS terms FROM qd WHERE df > 0),
-cand AS MATERIALIZED (SELECT c.chunk_id, c.lex_terms, c.lex_tfs, c.lex_length AS dl FROM {t} c, qt
-                      WHERE c.lex_terms && qt.terms AND NOT c.omitted AND ({where})),
-terms AS MATERIALIZED (SELECT c.chunk_id, c.dl, u.term, u.tf
-                       FROM cand c CROSS JOIN LATERAL unnest(c.lex_terms, c.lex_tfs) AS u(term, tf))
-SELECT t.chunk_id, sum(ln(1 + (%(n)s - qd.df + 0.5) / (qd.df + 0.5))
-                       * t.tf * ({k1} + 1) / (t.tf + {k1} * (1 - {b} + {b} * t.dl / %(avgdl)s))) AS score
-FROM terms t JOIN qd ON qd.term = t.term
-GROUP BY t.chunk_id
-ORDER BY score DESC, t.chunk_id
-LIMIT %(lim)s"""
-
-_HITS = "SELECT chunk_id, source_path, heading_path, text FROM {t} WHERE chunk_id = ANY(%(ids)s)"
-
-
-def bm25_scores(conn, table: sql.Composed, query: str, limit: int, stats: tuple[int, float],
-                where: sql.Composable | None = None) -> list[tuple[str, float]]:
-    """(chunk id, BM25 score), best first, of the chunks `where` admits (jobs/store/filters.py; N and
-    the pivot, `stats` from corpus_stats, stay the collection's)."""
-    terms = query_terms(query)
-    if not terms:
-        return []
-    stmt = sql.SQL(_BM25).format(t=table, k1=sql.Literal(K1), b=sql.Literal(B), where=TRUE if where is None else where)
-    return [(r[0], float(r[1])) for r in conn.execute(stmt, {"terms": terms, "n": stats[0], "avgdl": max(stats[1], 1.0),
-                                                             "lim": limit})]
 
 
 def vector_scores(conn, table: sql.Composed, vector, limit: int, index: tuple[str, int] = ("vector", 0),
                   where: sql.Composable | None = None) -> list[tuple[str, float]]:
     """(chunk id, cosine similarity), best first, through the table's HNSW index of `index` (its kind and
-    the dimension: jobs/store/vector_index.py), of the chunks `where` admits."""
+    the dimension: jobs/store/index_kinds.py), of the chunks `where` admits."""
     kind, dimension = index
     stmt = vector_index.nearest(kind, dimension, table, sql.SQL("chunk_id"), where)
     return [(r[0], float(r[1])) for r in conn.execute(stmt, {"v": np.asarray(vector, dtype=np.float32), "lim": limit,
@@ -133,21 +99,21 @@ def fuse(rankings: list[list[str]], k: int, scored: list[list[tuple[str, float]]
     return sorted(scores.items(), key=lambda item: (-round(item[1], 12), -evidence.get(item[0], 0.0), item[0]))[:k]
 
 
-def ranked_search(conn, table: sql.Composed, mode: str, query: str, vector, k: int, bm25,
+def ranked_search(conn, table: sql.Composed, mode: str, query: str, vector, k: int, text_ranking,
                   docs: sql.Composed | None = None, index: tuple[str, int] = ("vector", 0),
                   where: sql.Composable | None = None) -> list[dict]:
     """Top-k chunks for one query in `text`, `hybrid` or `hybrid-doc` mode (the caller's transaction sets
-    ef_search; `bm25(query, limit)`: the BM25 ranking, exact or through the indexes, of the chunks `where`
-    admits; `docs`: the document-vector table hybrid-doc ranks by). `score`: the ranks fused by RRF,
+    ef_search; `text_ranking(query, limit)`: the BM25 ranking, exact or through the indexes, of the chunks
+    `where` admits; `docs`: the document-vector table hybrid-doc ranks by). `score`: the ranks fused by RRF,
     which orders the hits; `bm25`: the chunk's BM25 score when it was among the BM25 candidates, and
-    the hit's fields (jobs/store/hits.py) with its cosine."""
+    the hit's fields (jobs/search/hits.py) with its cosine."""
     depth = max(k, DEPTH)
-    scored = [bm25(query, depth)]
+    scored = [text_ranking(query, depth)]
     if mode in ("hybrid", "hybrid-doc"):
         scored.append(vector_scores(conn, table, vector, depth, index, where))
     rankings = [[c for c, _ in ranked] for ranked in scored]
     if mode == "hybrid-doc":
-        rankings.append(doc_ranking(conn, docs, table, vector, depth))
+        rankings.append(doc_vectors.doc_ranking(conn, docs, table, vector, depth))
     top = fuse(rankings, depth if mode == "hybrid-doc" else k, scored)
     if mode == "hybrid-doc" and where is not None:  # the document vectors' ranking knows no filter
         admitted = {r[0] for r in conn.execute(sql.SQL("SELECT chunk_id FROM {} WHERE chunk_id = ANY(%s) AND ({})").format(
@@ -159,24 +125,18 @@ def ranked_search(conn, table: sql.Composed, mode: str, query: str, vector, k: i
     return [dict(fields[c], score=score, bm25=lexical_scores.get(c)) for c, score in top if c in fields]
 
 
-def hit_fields(conn, table: sql.Composed, ids: list[str]) -> dict[str, dict]:
-    """chunk id -> what a hit carries besides its score (source path, heading path, text), for `ids`."""
-    return {r[0]: {"chunk_id": r[0], "source_path": r[1], "heading_path": list(r[2] or []), "text": r[3]}
-            for r in conn.execute(sql.SQL(_HITS).format(t=table), {"ids": list(ids)})}
-
-
 def fused_ef_search(ef_search: int) -> int:
     """hnsw.ef_search for a fused mode: the config's, or FUSED_EF_SEARCH when that is deeper."""
     return max(ef_search, FUSED_EF_SEARCH)
 
 
-def search(conn, schema: str, name: str, mode: str, queries: list[str] | None, vectors, k: int, ef_search: int,
-           exact: bool, docs: sql.Composed | None = None, index: tuple[str, int] = ("vector", 0),
-           where: sql.Composable | None = None) -> list[list[dict]]:
+def fused_search(conn, schema: str, name: str, mode: str, queries: list[str] | None, vectors, k: int, ef_search: int,
+                 exact: bool, docs: sql.Composed | None = None, index: tuple[str, int] = ("vector", 0),
+                 where: sql.Composable | None = None) -> list[list[dict]]:
     """Top-k chunks per query in a mode other than `vector`, in one transaction, from the chunk table
-    `name` of `schema`. BM25 through the indexes (jobs/store/lexical.py); with `exact`, BM25 over every
+    `name` of `schema`. BM25 through the indexes (jobs/search/bm25.py); with `exact`, BM25 over every
     chunk that shares a word with the query and no index scans for the vector rankings, as
-    PgStore.search_many does. `where`: the filters' condition (jobs/store/filters.py), with the index scans
+    search_many does. `where`: the filters' condition (jobs/search/filters.py), with the index scans
     iterative so that a selective one still fills the rankings."""
     table = sql.Identifier(schema, name)
     if mode not in MODES[1:] or queries is None:
@@ -187,11 +147,51 @@ def search(conn, schema: str, name: str, mode: str, queries: list[str] | None, v
             vector_index.iterative_scans(conn)
         if exact:
             conn.execute("SET LOCAL enable_indexscan = off")
-            stats = corpus_stats(conn, schema, name)
+            stats = bm25.corpus_stats(conn, schema, name)
 
-            def bm25(query: str, limit: int) -> list[tuple[str, float]]:
-                return bm25_scores(conn, table, query, limit, stats, where)
+            def ranking(query: str, limit: int) -> list[tuple[str, float]]:
+                return bm25.bm25_scores(conn, table, query, limit, stats, where)
         else:
-            def bm25(query: str, limit: int) -> list[tuple[str, float]]:
-                return lexical.scores(conn, schema, name, query, limit, where)
-        return [ranked_search(conn, table, mode, q, v, k, bm25, docs, index, where) for q, v in zip(queries, vectors)]
+            def ranking(query: str, limit: int) -> list[tuple[str, float]]:
+                return bm25.scores(conn, schema, name, query, limit, where)
+        return [ranked_search(conn, table, mode, q, v, k, ranking, docs, index, where) for q, v in zip(queries, vectors)]
+
+
+def search(store: PgStore, coll: Collection, vector, k: int, ef_search: int = 40, exact: bool = False) -> list[dict]:
+    """The top-k chunks of one vector, by cosine: search_many for one."""
+    return search_many(store, coll, [vector], k, ef_search, exact)[0]
+
+
+def search_many(store: PgStore, coll: Collection, vectors, k: int, ef_search: int = 40, exact: bool = False,
+                queries: list[str] | None = None, mode: str = "vector",
+                filters: list[filters_.Filter] | None = None) -> list[list[dict]]:
+    """Top-k chunks per query of collection `coll` in `store`. `vector`: by cosine distance, through the
+    HNSW index, or with `exact` a flat scan (index scans disabled) that measures what the index itself
+    loses. `text` and `hybrid` rank by BM25 over the chunks' terms (hybrid: fused with the vector
+    ranking; fused_search), `hybrid-doc` adds the document vectors' ranking (built first by the write
+    side, PgStore.ensure_doc_vectors); all but `vector` need the query texts. `filters`
+    (jobs/search/filters.py): only chunks they admit. Each hit has the fields of jobs/search/hits.py and
+    its `score`: the cosine in `vector` mode, the fused score otherwise."""
+    where = filters_.where(filters)
+    # `exact` ranks by the float32 vectors themselves, whatever the index holds: what the index loses.
+    kind = "vector" if exact else store.hnsw_kind(coll) or "vector"
+    if mode != "vector":
+        return fused_search(store.conn, store.schema, coll.chunk_table, mode, queries, vectors, k, ef_search, exact,
+                            sql.Identifier(store.schema, doc_vectors.table_name(coll.chunk_table)),
+                            (kind, coll.dimension), where)
+    table = sql.Identifier(store.schema, coll.chunk_table)
+    stmt = vector_index.nearest(kind, coll.dimension, table, sql.SQL("chunk_id"), where)
+    depth = vector_index.depth(kind, k)
+    out = []
+    with store.conn.transaction():
+        store.conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(ef_search, depth))))
+        if exact:
+            store.conn.execute("SET LOCAL enable_indexscan = off")
+        if where is not None:
+            vector_index.iterative_scans(store.conn)
+        for vector in vectors:
+            v = np.asarray(vector, dtype=np.float32)
+            rows = store.conn.execute(stmt, {"v": v, "lim": k, "depth": depth}).fetchall()
+            fields = hits.fetch(store.conn, table, [r[0] for r in rows], v)
+            out.append([dict(fields[c], score=float(s), bm25=None) for c, s in rows if c in fields])
+    return out

@@ -5,7 +5,7 @@ import io
 import logging
 import sys
 
-from jobs.store.progress_line import CLEAR, ProgressLine, Rates, progress_text
+from jobs.progress_line import CLEAR, ProgressLine, Rates, progress_text
 
 
 class Terminal(io.StringIO):

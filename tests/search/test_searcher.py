@@ -1,4 +1,4 @@
-"""jobs/search.py: queries embedded by the collection's own model, ranked in each mode, and more pages
+"""jobs/search/searcher.py: queries embedded by the collection's own model, ranked in each mode, and more pages
 among the first hits unless one page clearly leads, on the embedded PostgreSQL with the packaged MiniLM
 model."""
 

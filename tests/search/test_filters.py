@@ -1,4 +1,4 @@
-"""jobs/store/filters.py: metadata and path filters in every search mode, on the embedded PostgreSQL
+"""jobs/search/filters.py: metadata and path filters in every search mode, on the embedded PostgreSQL
 (pgvector 0.8's iterative index scans: a selective filter still fills k hits through the HNSW index)."""
 
 import json
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from jobs.errors import ConfigError
-from jobs.store.filters import Filter, parse
+from jobs.search.filters import Filter, parse
+from jobs.search.ranking import search_many
 from tests.factories import chunk_row, doc_row
 
 DIM = 8
@@ -49,7 +50,7 @@ def filtered(pg_url):
 
 def _search(filtered, mode, filters, k=5, query="rolling update"):
     store, coll = filtered
-    [hits] = store.search_many(coll, [_vector(10_000)], k, 40, queries=[query], mode=mode, filters=filters)
+    [hits] = search_many(store, coll, [_vector(10_000)], k, 40, queries=[query], mode=mode, filters=filters)
     return hits
 
 
@@ -79,8 +80,8 @@ def test_values_match_as_written_numbers_booleans_lists_any_of_and_paths(filtere
 
 def test_the_exact_scan_honours_filters_too(filtered):
     store, coll = filtered
-    [hits] = store.search_many(coll, [_vector(1)], 4, 40, exact=True, queries=["garden"], mode="hybrid",
-                               filters=[Filter("tags", ("rare",))])
+    [hits] = search_many(store, coll, [_vector(1)], 4, 40, exact=True, queries=["garden"], mode="hybrid",
+                         filters=[Filter("tags", ("rare",))])
     assert len(hits) == 4 and all("rare" in h["metadata"]["tags"] for h in hits)
 
 

@@ -8,7 +8,7 @@ wildcards (`*`, `?`; `*` crosses `/`).
 
 Each metadata test compiles to jsonb containment (`metadata @> '{"tags": ["x"]}'`), which the GIN index
 on the column (migration 008) serves and which a vector search's iterative index scan checks per
-candidate (jobs/store/vector_index.py), so a selective filter still returns k hits.
+candidate (jobs/search/vector_index.py), so a selective filter still returns k hits.
 """
 
 from __future__ import annotations

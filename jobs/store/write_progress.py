@@ -1,0 +1,58 @@
+"""A run's write progress: the documents committed and failed so far, read from the documents table on a
+connection of its own (the driver sees no rows) and drawn by jobs/progress_line.py."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import psycopg
+from psycopg import sql
+
+from jobs.progress_line import ProgressLine
+
+log = logging.getLogger("jobs.store.writers")  # the logger the write progress has always used
+
+
+class Progress:
+    """While a run writes: its documents committed and failed, chunks, vectors/s and the time left, read
+    from the documents table on a connection of its own (the driver sees no rows) and shown by a
+    ProgressLine: one line redrawn every second on a terminal (`live`; default: whether stderr is one),
+    else a log line every `every` seconds when the counts moved. Where the writes ended is logged last."""
+
+    def __init__(self, url: str, schema: str, collection: str, run_id: str, total: int, every: float = 10.0,
+                 live: bool | None = None):
+        self.url, self.schema, self.collection, self.run_id = url, schema, collection, run_id
+        self.total, self.every = total, every
+        self.line = ProgressLine(total, every, live)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="write-progress", daemon=True)
+
+    def __enter__(self) -> Progress:
+        self.line.__enter__()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.line.__exit__(*exc)
+
+    def _run(self) -> None:
+        try:
+            with psycopg.connect(self.url, autocommit=True, application_name=f"corpusmill progress {self.run_id}"[:63]) as conn:
+                while not self._stop.wait(self.line.tick):
+                    self.line.update(*self.sample(conn))
+                self.line.finish(*self.sample(conn))
+        except Exception:  # progress is a courtesy: never fail a run over it
+            log.debug("no write progress", exc_info=True)
+
+    def sample(self, conn: psycopg.Connection) -> tuple[int, int, int]:
+        """(documents committed, documents failed, vectors) of the run so far."""
+        counts = dict.fromkeys(("done", "failed"), (0, 0)) | {
+            r[0]: (r[1], r[2] or 0) for r in conn.execute(sql.SQL(
+                "SELECT status, count(*), sum(chunk_count) FROM {} WHERE collection = %s AND run_id = %s "
+                "AND status <> 'pending' GROUP BY status").format(sql.Identifier(self.schema, "documents")),
+                (self.collection, self.run_id))}
+        (done, vectors), failed = counts["done"], counts["failed"][0]
+        return done, failed, vectors
