@@ -142,23 +142,6 @@ class _ReadParts:
                                               set(r["skip"] or ())) for r in batch.to_pylist()])
 
 
-def _reading_sink(read: _ReadParts, sink_class):
-    """A sink whose write tasks read their parts themselves: the parts go from Parquet to the COPY in
-    one process, never through Ray's object store, and a load starts only its writers' workers (a read
-    stage of its own would start a worker per CPU, each importing Ray Data, pyarrow and the store)."""
-
-    class ReadingSink(sink_class):
-        def write(self, blocks, ctx):
-            def parts():  # one part in memory at a time, however many a block names
-                for block in blocks:
-                    items = pa.table(block) if not isinstance(block, pa.Table) else block
-                    for i in range(items.num_rows):
-                        yield read(items.slice(i, 1))
-            return super().write(parts(), ctx)
-
-    return ReadingSink
-
-
 def _histories(run_dirs: list, storage, collection: str | None) -> list[_History]:
     """The runs grouped by the collection they load into (`collection`, else each run's own), each
     group's first pass done."""
@@ -197,7 +180,7 @@ def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: st
     import ray.data
 
     from jobs.ray_session import init_ray, stop_ray_in_background  # late: imports Ray
-    from jobs.store.datasink import ChunkDatasink, writer_args  # late: imports Ray Data
+    from jobs.store.datasink import PartsDatasink, writer_args  # late: imports Ray Data
     from jobs.store.sink_stats import SinkStats  # late: with the sink above, where a load runs
 
     writers = writers or cfg.sink.writers_for()
@@ -232,9 +215,10 @@ def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: st
                     log.info("loading %s: %d runs, %d parts, %d documents, %d writers", name, len(history.runs),
                              len(items), sum(w != _DELETED for w in history.last.values()), writers)
                     first = history.runs[0]
-                    sink = _reading_sink(_ReadParts(name, storage), ChunkDatasink)(
-                        url, cfg.database.schema_name, coll, last_run, label=f"corpusmill load {last_run}",
-                        share_text=cfg.database.shared_text == "once", batch_rows=cfg.sink.flush_rows,
+                    sink = PartsDatasink(
+                        _ReadParts(name, storage), url, cfg.database.schema_name, coll, last_run,
+                        label=f"corpusmill load {last_run}", share_text=cfg.database.shared_text == "once",
+                        batch_rows=cfg.sink.flush_rows,
                         batch_seconds=cfg.sink.flush_seconds, reconnect_seconds=cfg.database.reconnect_seconds,
                         owner=store.owner_token(name))
                     with warnings.catch_warnings():

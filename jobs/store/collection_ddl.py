@@ -58,8 +58,7 @@ class CollectionDDL:
                 )
             self._ensure_doc_index(existing.chunk_table)
             self._ensure_hash_index(existing.chunk_table)
-            self._ensure_embed_index(existing.chunk_table)
-            self._ensure_metadata_index(existing.chunk_table)  # a bulk load stopped before it rebuilt it
+            self._ensure_unread_indexes(existing.chunk_table)  # also after a bulk load that stopped first
             self.upgrade_lexical(existing)
             return existing
         coll = Collection(name, model, dimension, chunk_table_name(name, model, dimension))
@@ -93,10 +92,9 @@ class CollectionDDL:
         lexical.forget_pivot(self.conn, self.schema, table)  # a table of this name dropped earlier had its own
         self._pivots.pop(table, None)
         lexical.install_triggers(self.conn, self.schema, table)
-        self._ensure_metadata_index(table)
         self._ensure_doc_index(table)
         self._ensure_hash_index(table)
-        self._ensure_embed_index(table)
+        self._ensure_unread_indexes(table)
 
     @reconnecting
     def upgrade_lexical(self, coll: Collection) -> bool:
@@ -119,6 +117,7 @@ class CollectionDDL:
     # not while it commits) and the metadata filters' GIN. A load into an empty table drops them and
     # builds each once at the end (defer_indexes, ensure_indexes) instead of maintaining them row by row.
     def _deferred_indexes(self, table: str) -> list[tuple[str, sql.Composable]]:
+        # md5(embed_text): the texts vector reuse looks up (jobs/store/known_vectors.py).
         return [(index_name(table, "embed"), sql.SQL("(md5(embed_text))")),
                 # Metadata filters compile to containment tests (jobs/search/filters.py), which this serves.
                 (index_name(table, "metadata"), sql.SQL("USING gin (metadata jsonb_path_ops)"))]
@@ -134,16 +133,15 @@ class CollectionDDL:
             self.conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(self.schema, name)))
         return True
 
-    def _ensure_metadata_index(self, table: str) -> None:
-        name, how = self._deferred_indexes(table)[1]
-        self.conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} {}").format(
-            sql.Identifier(name), self._t(table), how))
-
-    def _ensure_embed_index(self, table: str) -> None:
-        """The md5(embed_text) index vector reuse looks texts up by (jobs/store/known_vectors.py); an
-        expression index, so it is made by name (IF NOT EXISTS), not found by column."""
-        self.conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (md5(embed_text))").format(
-            sql.Identifier(index_name(table, "embed")), self._t(table)))
+    def _ensure_unread_indexes(self, table: str, parallel: bool = False) -> None:
+        """The indexes no commit reads, each made by name (IF NOT EXISTS): md5(embed_text) is an expression
+        index, not found by column. `parallel`: with the server's parallel workers (after a bulk load)."""
+        for name, how in self._deferred_indexes(table):
+            with self.conn.transaction():
+                if parallel:
+                    index_build.use_workers(self.conn, self.url)
+                self.conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} {}").format(
+                    sql.Identifier(name), self._t(table), how))
 
     def _ensure_hash_index(self, table: str) -> None:
         """The text_sha256 index that finds which document holds a text (jobs/store/shared_text.py)."""
@@ -172,11 +170,7 @@ class CollectionDDL:
     def ensure_indexes(self, coll: Collection, db) -> bool:
         """Every search index of the collection's table after a load (`db`: the config's database
         section). True when the vectors' HNSW index was built now."""
-        for name, how in self._deferred_indexes(coll.chunk_table):  # after defer_indexes: built in parallel
-            with self.conn.transaction():
-                index_build.use_workers(self.conn, self.url)
-                self.conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} {}").format(
-                    sql.Identifier(name), self._t(coll.chunk_table), how))
+        self._ensure_unread_indexes(coll.chunk_table, parallel=True)  # after defer_indexes
         self.ensure_text_index(coll, db.hnsw_m, db.hnsw_ef_construction, db.index_memory_mb, after_load=True)
         return self.ensure_hnsw_index(coll, db.hnsw_m, db.hnsw_ef_construction, db.index_memory_mb, db.vector_index)
 

@@ -9,6 +9,7 @@ the tasks' counts and assembles the documents Ray Data split across tasks.
 from __future__ import annotations
 
 import psycopg
+import pyarrow as pa
 import ray
 from ray.data import Datasink
 from ray.data.datasource.datasink import WriteResult
@@ -26,6 +27,26 @@ class ChunkDatasink(DocumentWriter, Datasink):
 
     def on_write_complete(self, write_result: WriteResult) -> None:
         self.complete(write_result.write_returns)
+
+
+class PartsDatasink(ChunkDatasink):
+    """A ChunkDatasink whose blocks name Parquet parts (a reload's items) and whose write tasks read them
+    with `read` (an items table in, the part's chunk rows out), one part in memory at a time: the rows go
+    from Parquet to the COPY in one process, never through Ray's object store, and the job starts only
+    its writers' workers (a read stage of its own would start a worker per CPU, each importing Ray Data,
+    pyarrow and the store)."""
+
+    def __init__(self, read, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.read = read
+
+    def write(self, blocks, ctx):
+        def parts():
+            for block in blocks:
+                items = pa.table(block) if not isinstance(block, pa.Table) else block
+                for i in range(items.num_rows):
+                    yield self.read(items.slice(i, 1))
+        return super().write(parts(), ctx)
 
 
 def local_only(url: str) -> bool:

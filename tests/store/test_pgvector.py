@@ -242,7 +242,7 @@ def test_a_load_into_an_empty_table_builds_the_unread_indexes_after_and_a_stoppe
     assert deferred <= _index_names(store, coll.chunk_table)
 
 
-def test_checkpoint_rows_of_a_commit_go_in_one_statement_and_a_repeated_path_keeps_its_last_entry(store):
+def test_checkpoint_rows_of_a_commit_keep_a_repeated_paths_last_entry_and_lose_nul(store):
     coll = store.ensure_collection("store_docs", "m", 4)
     docs = [_doc(f"d{i}") for i in range(3)]
     with store.conn.transaction():
