@@ -305,7 +305,8 @@ def cmd_load(args) -> int:
           + f" with {out['writers']} writers"
           + (f" ({out['duplicates_dropped']} rows of resumed runs or of versions later runs replaced dropped)"
              if out["duplicates_dropped"] else "")
-          + (f"; {out['deleted']} documents later runs deleted taken out" if out.get("deleted") else ""))
+          + (f"; {out['deleted']} documents later runs deleted taken out" if out.get("deleted") else "")
+          + (f"; {out['unchanged']} documents already there as they are in these runs" if out.get("unchanged") else ""))
     if out["failed"]:
         print(f"{out['failed']} documents could not be loaded (`corpusmill status` lists them); they keep their old chunks")
         return 1

@@ -5,7 +5,8 @@ quality, Excel, embedding model), never resources or batch sizes: moving a job f
 not re-chunk a corpus, while changing the window size must.
 
 Over 400 lines on purpose: the models are the configuration's one schema (docs/config-reference.md
-is generated from them); loading a file and the command line's overrides are the last 80 lines.
+is generated from them); loading a file and the command line's overrides (load_config, apply_overrides)
+follow them.
 """
 
 from __future__ import annotations
@@ -550,7 +551,12 @@ def apply_overrides(
     manifest: str | None = None,
     read_via_driver: bool | None = None,
 ) -> JobConfig:
-    """Command-line selectors win over the file; DATABASE_URL wins over the file but not over the flag."""
+    """Command-line selectors win over the file; DATABASE_URL wins over the file but not over the flag.
+
+    Our own layering rather than pydantic-settings: that would read every field of the schema from the
+    environment (a surface far wider than the two documented variables, and one a stray variable on a
+    cluster node could change), and its secrets directory is a file per field, where a submitted job has
+    one DATABASE_URL_FILE whose errors must never show its content."""
     data = cfg.model_dump(by_alias=True)
     if inputs:
         data["input"]["roots"] = [str(p) for p in inputs]

@@ -11,7 +11,8 @@ them (jobs/store/writers.py: binary COPY from Arrow, many documents per transact
 atomically with its checkpoint row), so no row passes through the driver or Ray's object store, and
 many small runs load as fast as one big one. Into an empty collection, the indexes no commit reads are
 built once at the end instead of row by row (PgStore.defer_indexes). A reload can be interrupted and
-repeated: every commit replaces a document whole.
+repeated: a document the collection already holds done, with the same content and pipeline fingerprint,
+is not loaded again, and every commit replaces a document whole.
 """
 
 from __future__ import annotations
@@ -37,10 +38,11 @@ from jobs.store.url import database_url
 log = logging.getLogger(__name__)
 
 # What the first pass reads of each part: enough to know each document's last version and the run's model.
-_INDEX_COLUMNS = ["collection", "source_path", "chunk_id", "embedding_model"]
+_INDEX_COLUMNS = ["collection", "source_path", "chunk_id", "embedding_model", "content_sha256", "pipeline_fingerprint"]
 
 
 _DELETED = (-1, -1)  # where a document's last version is, when a run deleted it
+_STORED = (-2, -2)  # ... when the collection already holds that version (an earlier load, or an ingest)
 
 
 @dataclass
@@ -58,6 +60,7 @@ class _History:
     leave_out: dict[int, set] = field(default_factory=lambda: defaultdict(set))  # part -> docs whose last version is elsewhere
     dropped: int = 0  # rows not loaded: repeats within a part, and versions a later part replaced or deleted
     _rows: dict[str, int] = field(default_factory=dict)  # doc_id -> rows of its current last version
+    _versions: dict[str, tuple] = field(default_factory=dict)  # doc_id -> (content_sha256, pipeline_fingerprint)
 
     def add_run(self, run_dir, paths: list[str], deleted: list[str], storage) -> None:
         r = len(self.runs)
@@ -74,13 +77,17 @@ class _History:
             self.parts.append((r, path))
             self.models |= {m for m in part.column("embedding_model").to_pylist() if m}
             seen: dict[str, set] = defaultdict(set)
-            for path_, chunk in zip(part.column("source_path").to_pylist(), part.column("chunk_id").to_pylist()):
+            versions: dict[str, tuple] = {}
+            for path_, chunk, sha, fingerprint in zip(*(part.column(c).to_pylist() for c in (
+                    "source_path", "chunk_id", "content_sha256", "pipeline_fingerprint"))):
                 doc = doc_id(self.name, path_)
                 self.dropped += chunk in seen[doc]
                 seen[doc].add(chunk)
                 self.paths[doc] = path_
+                versions[doc] = (sha, fingerprint)
             for doc, chunks in seen.items():
                 self._replace(doc, (r, p), len(chunks))
+                self._versions[doc] = versions[doc]
 
     def _replace(self, doc: str, where: tuple[int, int], rows: int) -> None:
         """`doc`'s last version is now `where` (with `rows` rows): the part that held it leaves it out."""
@@ -90,11 +97,29 @@ class _History:
             self.dropped += self._rows.get(doc, 0)
         self.last[doc], self._rows[doc] = where, rows
 
+    def leave_stored(self, stored: dict) -> int:
+        """Leave out each document whose last version the collection already holds, done (`stored`: its
+        checkpoint rows by source path, PgStore.stored_documents): the same content through the same
+        pipeline makes the same chunks, so a repeated load, or one that resumes a stopped one, commits
+        only what is missing or changed. Returns how many were left out."""
+        held = 0
+        for doc, where in self.last.items():
+            row = stored.get(self.paths[doc]) if where not in (_DELETED, _STORED) else None
+            if row is not None and row.status == "done" and (row.content_sha256, row.pipeline_fingerprint) == \
+                    self._versions.get(doc):
+                self.leave_out[where[1]].add(doc)
+                self.last[doc] = _STORED
+                held += 1
+        return held
+
+    def to_load(self) -> int:
+        return sum(where not in (_DELETED, _STORED) for where in self.last.values())
+
     def items(self) -> list[dict]:
         """Read-task items: each part that holds a last version, with the documents it must leave out."""
         winners: dict[int, int] = defaultdict(int)
         for where in self.last.values():
-            if where != _DELETED:
+            if where not in (_DELETED, _STORED):
                 winners[where[1]] += 1
         return [{"run_dir": str(self.runs[r]), "path": path, "skip": sorted(self.leave_out.get(p, ()))}
                 for p, (r, path) in enumerate(self.parts) if winners[p]]
@@ -116,8 +141,9 @@ def prepare_part(part: pa.Table, collection: str, skip: set[str]) -> pa.Table:
         if d not in skip:
             last[(d, c)] = i
     keep = sorted(last.values())
+    # Every row kept (the usual part): no copy. A take copies every column, vectors and texts included.
     # Typed: a part that a later one replaces whole keeps nothing, and an untyped [] has no take kernel.
-    table = part.take(pa.array(keep, pa.int64()))
+    table = part if len(keep) == part.num_rows else part.take(pa.array(keep, pa.int64()))
     kept_docs = [docs[i] for i in keep]
     counts: dict[str, int] = defaultdict(int)
     for d in kept_docs:
@@ -128,7 +154,20 @@ def prepare_part(part: pa.Table, collection: str, skip: set[str]) -> pa.Table:
              .append_column("row_kind", pa.array(["chunk"] * len(keep), pa.string()))
              .append_column("doc_rows", pa.array([counts[d] for d in kept_docs], pa.int32())))
     # Parquet from before the terms were analysed on the workers: analysed here, once, on the read tasks.
-    return lexical.fill(table).sort_by([("doc_id", "ascending"), ("seq", "ascending")])
+    table = lexical.fill(table)
+    if _grouped(kept_docs, table.column("seq").to_numpy()):
+        return table  # as a run writes its parts: each document's rows together, in seq order
+    return table.sort_by([("doc_id", "ascending"), ("seq", "ascending")])
+
+
+def _grouped(docs: list[str], seq) -> bool:
+    """Whether each document's rows are together and in increasing seq order (what the writers need of
+    a batch; the sort that would make them so copies every column)."""
+    if len(docs) < 2:
+        return True
+    same = [a == b for a, b in zip(docs, docs[1:])]
+    runs = len(docs) - sum(same)
+    return runs == len(set(docs)) and all(s2 > s1 for s1, s2, t in zip(seq, seq[1:], same) if t)
 
 
 @dataclass(frozen=True)
@@ -185,7 +224,7 @@ def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: st
 
     writers = writers or cfg.sink.writers_for()
     loaded = {"documents": 0, "vectors": 0, "shared": 0, "runs": 0, "duplicates_dropped": 0, "failed": 0,
-              "deleted": 0, "writers": writers}
+              "deleted": 0, "unchanged": 0, "writers": writers}
     storage = StorageOptions.from_config(cfg.storage)
     url = database_url(cfg)
     started = False
@@ -208,12 +247,18 @@ def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: st
                         store.delete_document(coll, path_)
                         loaded["deleted"] += 1
                 loaded["runs"] += len(history.runs)
+                if coll is not None and items:
+                    held = history.leave_stored(store.stored_documents(name))
+                    loaded["unchanged"] += held
+                    if held:
+                        log.info("%s already holds %d of these documents as they are here: not loaded again", name, held)
+                    items = history.items()
                 if items:
                     if coll is not None and store.defer_indexes(coll):
                         log.info("%s is empty: indexes no commit reads are built after the load", name)
                     started = init_ray(cfg) or started
                     log.info("loading %s: %d runs, %d parts, %d documents, %d writers", name, len(history.runs),
-                             len(items), sum(w != _DELETED for w in history.last.values()), writers)
+                             len(items), history.to_load(), writers)
                     first = history.runs[0]
                     sink = PartsDatasink(
                         _ReadParts(name, storage), url, cfg.database.schema_name, coll, last_run,

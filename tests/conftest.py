@@ -238,7 +238,7 @@ def clean_copies(tmp_path_factory, pg_url) -> tuple[Path, str]:
 # Every copy is embedded (no vector reuse): the tests that kill, restart or race a run need it to take
 # as long as that many distinct documents, not finish once the first copy's vectors are in.
 COPIES = dict(database__shared_text="each", gates__max_duplicate_neighbour_rate=None, embedding__reuse=False)
-CLEAN_COPIES = 10  # 60 documents: the kill and the fence tests interrupt runs of this size (clean_copies)
+CLEAN_COPIES = 6  # 36 documents: the kill and the fence tests interrupt runs of this size (clean_copies)
 
 
 def big_corpus(src: Path, dst: Path, copies: int) -> Path:

@@ -374,7 +374,7 @@ def test_broken_files_are_recorded_and_retried_while_others_land(tmp_path, corpu
 
 
 def test_kill_9_and_resume_equals_a_clean_run(tmp_path, corpus, ray_env, pg_url, clean_copies):
-    # 60 documents: the run must still be mid-way after a status command started in another process read it
+    # 36 documents: the run must still be mid-way after a status command started in another process read it
     big = big_corpus(corpus, tmp_path / "big", copies=CLEAN_COPIES)
     n_docs = len(list(big.rglob("*.md")))
     overrides = dict(PROGRESSIVE, ray__driver_items_max=0)  # the work items read back by ranges
@@ -467,7 +467,7 @@ def restart_embedded_server() -> None:
 
 
 def test_a_second_ingest_is_refused_and_a_server_restart_costs_nothing(tmp_path, corpus, ray_env, pg_url):
-    # 60 documents: the first run must still be mid-way after a second ingest started, was refused and exited
+    # 36 documents: the first run must still be mid-way after a second ingest started, was refused and exited
     big = big_corpus(corpus, tmp_path / "big", copies=CLEAN_COPIES)
     n_docs = len(list(big.rglob("*.md")))
     cfg = write_config(tmp_path / "r.yaml", "e2e_restart", [big], **PROGRESSIVE)

@@ -10,6 +10,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from jobs.chunks.ids import sha256_text
 from jobs.config import JobConfig, apply_overrides
 from jobs.load import load_from_parquet
 from jobs.search.ranking import search_many
@@ -19,7 +20,9 @@ from tests.factories import chunk_row, doc_row, unit_vector
 
 
 def _rows(doc, texts, collection="load_src"):
-    return [chunk_row(doc, i, t, unit_vector(i, 4), collection) | doc_row(doc) for i, t in enumerate(texts)]
+    # A version's content hash is its own, as an ingest writes it: a load tells versions apart by it.
+    sha = sha256_text("\n".join(texts))
+    return [chunk_row(doc, i, t, unit_vector(i, 4), collection) | doc_row(doc, sha) for i, t in enumerate(texts)]
 
 
 def test_a_document_in_two_parts_of_a_resumed_run_loads_once_as_its_last_version(tmp_path, store, pg_url,
@@ -41,8 +44,16 @@ def test_a_document_in_two_parts_of_a_resumed_run_loads_once_as_its_last_version
     assert rows == [("a.md", 0, "new 0"), ("a.md", 1, "new 1"), ("b.md", 0, "b 0"), ("c.md", 0, "c 0"),
                     ("d.md", 0, "d new")]
     assert store.status("load_dst")["documents"] == {"done": 4, "failed": 0, "pending": 0}
-    # Loading it again replaces rather than duplicates.
-    assert load_from_parquet(cfg, [tmp_path / "run"], collection="load_dst")["vectors"] == 5
+    # Loading it again commits nothing: every document is there as the run holds it.
+    again = load_from_parquet(cfg, [tmp_path / "run"], collection="load_dst")
+    assert (again["documents"], again["vectors"], again["unchanged"]) == (0, 0, 4)
+    assert store.status("load_dst")["chunks"] == 5
+    # Into a collection holding another version of one document, only that one is loaded: it replaces.
+    store.conn.execute("UPDATE corpusmill.documents SET content_sha256 = 'older' WHERE collection = 'load_dst' "
+                       "AND source_path = 'c.md'")
+    store.conn.commit()
+    again = load_from_parquet(cfg, [tmp_path / "run"], collection="load_dst")
+    assert (again["documents"], again["vectors"], again["unchanged"]) == (1, 1, 3)
     assert store.status("load_dst")["chunks"] == 5
 
 
@@ -82,7 +93,9 @@ def test_a_history_of_runs_reloads_in_one_job_into_the_state_it_reached_also_aft
     expected = ([("a.md", 0, "a two"), ("b.md", 0, "b again"), ("c.md", 0, "c three")],
                 [("a.md", "done", 1), ("b.md", "done", 1), ("c.md", "done", 1)], 1)
     assert state() == expected
-    assert loaded["documents"] == 3 and loaded["duplicates_dropped"] == 5  # the earlier rows of a, b, c (two), d
+    assert loaded["duplicates_dropped"] == 5  # the earlier rows of a, b, c (two), d
+    # b and c loaded; a's last version is the one the stopped reload committed: not loaded again.
+    assert (loaded["documents"], loaded["unchanged"]) == (2, 1)
     assert load_from_parquet(cfg, history, collection="load_hist")["deleted"] == 0  # repeated: the same state
     assert state() == expected
 
@@ -202,3 +215,23 @@ def test_a_writer_killed_mid_copy_is_retried_and_every_document_lands_once(tmp_p
     assert n == distinct == total * rows_per_doc
     assert store.status("kill_dst")["documents"] == {"done": total, "failed": 0, "pending": 0}
     assert store.conn.execute("SELECT count(*) FROM corpusmill.staged_rows WHERE collection = 'kill_dst'").fetchone()[0] == 0
+
+
+def test_a_part_is_prepared_with_each_documents_rows_together_in_seq_order():
+    import pyarrow as pa
+
+    from jobs.load import prepare_part
+
+    def part(rows):
+        return pa.Table.from_pylist([r | {"embedding": r["embedding"].tolist()} for r in rows])
+
+    grouped = part(_rows("a", ["a0", "a1"]) + _rows("b", ["b0"]))
+    out = prepare_part(grouped, "load_src", set())
+    assert out.column("text").to_pylist() == ["a0", "a1", "b0"]  # as written: no sort, no copy
+    assert out.column("text").chunks[0].buffers() == grouped.column("text").chunks[0].buffers()
+    # A document whose rows are apart, or out of seq order (a hand-made part), is put together.
+    apart = part(_rows("a", ["a0"]) + _rows("b", ["b0"]) + [_rows("a", ["a0", "a1"])[1]])
+    out = prepare_part(apart, "load_src", set())
+    got = list(zip(*(out.column(c).to_pylist() for c in ("source_path", "seq", "doc_rows"))))
+    a_rows, b_rows = [("a.md", 0, 2), ("a.md", 1, 2)], [("b.md", 0, 1)]
+    assert got in (a_rows + b_rows, b_rows + a_rows)  # in doc_id order, whichever that is

@@ -126,7 +126,7 @@ def cluster(cm_home, pg_url):
 
 def test_writers_spread_over_the_worker_nodes_and_every_document_lands_once_also_when_reembedded(
         tmp_path, corpus, cluster, pg_url):
-    big = big_corpus(corpus, tmp_path / "big", copies=5)  # 30 documents
+    big = big_corpus(corpus, tmp_path / "big", copies=3)  # 18 documents
     n_docs = len(list(big.rglob("*.md")))
     # One machine: every node reaches the embedded server's socket and the run directory, so the writers
     # may spread; small embed batches give them many blocks to share.
@@ -219,8 +219,11 @@ def test_an_ingest_survives_a_worker_node_killed_mid_run_and_every_document_land
     # file://: a filesystem at the same path on every node (here, one machine); a bare local path is
     # refused on a multi-node cluster.
     # Small embed batches and immediate commits, so the node dies mid-run.
+    # Retries enough to outlast the ~5 s before the head marks the killed node dead: until then a retried
+    # call can go to the dead node's actor and fail again (ray.task_retries' default of 3 ran out on a busy
+    # machine, and the run recorded the documents in flight as LostDocument for the next run).
     cfg = write_config(tmp_path / "mn.yaml", "e2e_multinode", [f"file://{big}"], sink__flush_rows=1, sink__flush_seconds=0.05,
-                       embedding__resources__batch_size=8, **COPIES)
+                       embedding__resources__batch_size=8, ray__task_retries=10, **COPIES)
     secret = tmp_path / "db-url"
     secret.write_text(pg_url)
     env = dict(cluster.env, RAY_ADDRESS=cluster.dashboard, DATABASE_URL_FILE=str(secret))

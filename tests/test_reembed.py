@@ -33,7 +33,7 @@ def table_exists(pg_url: str, table: str) -> bool:
 
 
 def test_reembed_killed_resumes_switches_and_drops_old(tmp_path, corpus, ray_env, pg_url):
-    big = big_corpus(corpus, tmp_path / "big", copies=5)  # 30 documents: killed after 3 are copied
+    big = big_corpus(corpus, tmp_path / "big", copies=3)  # 18 documents: killed after 3 are copied
     n_docs = len(list(big.rglob("*.md")))
     # Writers commit each document as it comes, so the kill lands between commits. The ingests run in
     # process (what is tested is the re-embed, on Ray).
@@ -45,7 +45,7 @@ def test_reembed_killed_resumes_switches_and_drops_old(tmp_path, corpus, ray_env
     (old_table,) = spaces(pg_url, "e2e_reembed")
 
     # Batches of 4 documents, and each insert into the new space held back by the database (a trigger the test
-    # adds as soon as the table exists): the kill lands between commits however fast the machine embeds 30
+    # adds as soon as the table exists): the kill lands between commits however fast the machine embeds 18
     # documents. Racing a 0.2 s poll alone lost on a fast CI machine (the whole fill fell between two polls).
     proc = subprocess.Popen(CLI + ["reembed", "--collection", "e2e_reembed", "--model", RENAMED, "--config", str(cfg),
                                    "--docs-per-batch", "4"],

@@ -80,7 +80,7 @@ def test_an_ingest_on_its_own_ray_shows_progress_that_moves_no_ray_noise_and_sto
     """Without RAY_ADDRESS a run of more documents than ray.in_process_max_documents starts a private local
     Ray, and stops it during its last steps rather than leaving it to the exit hook: it is down when the
     command returns, processes and all (an API caller's process goes on)."""
-    big = big_corpus(corpus, tmp_path / "big", copies=5)  # 30 documents, a run on Ray (more than 16)
+    big = big_corpus(corpus, tmp_path / "big", copies=3)  # 18 documents, a run on Ray (more than 16)
     n_docs = len(list(big.rglob("*.md")))
     cfg = write_config(tmp_path / "p.yaml", "out_progress", [big], sink__progress_seconds=0.2, **COPIES)
     ray_tmp = tempfile.mkdtemp(prefix="cmout-", dir="/tmp")  # Unix socket paths must stay short

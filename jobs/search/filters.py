@@ -1,10 +1,12 @@
-"""Search filters: `KEY=VALUE` (repeatable; all must hold), `KEY=V1,V2` (any of them), `path=GLOB`.
+"""Search filters: `KEY=VALUE` (repeatable; all must hold), `KEY=V1,V2` (any of them), `path=GLOB`
+(`path=G1,G2`: any of them; a comma inside `{…}` is the glob's own).
 
 A key names a field of the document's metadata (front matter keys; `sheets` for a workbook; see
 jobs/chunks/metadata.py). A value matches when the key holds it, or, for a list-valued key (tags), when
 the list holds it; values compare as written in the front matter, a number or true/false as such
-(`year=2024` matches `year: 2024` and `year: "2024"`). `path` matches the source path with shell
-wildcards (`*`, `?`; `*` crosses `/`).
+(`year=2024` matches `year: 2024` and `year: "2024"`). `path` matches the source path in the one glob
+dialect of the config's include and exclude globs (jobs/sources/globs.py: `*` and `?` within a folder,
+`**` any folders, `[…]`, `{a,b}`), translated for PostgreSQL.
 
 Each metadata test compiles to jsonb containment (`metadata @> '{"tags": ["x"]}'`), which the GIN index
 on the column (migration 008) serves and which a vector search's iterative index scan checks per
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from psycopg import sql
 
 from jobs.errors import ConfigError
+from jobs.sources import globs
 
 PATH_KEY = "path"
 
@@ -41,11 +44,30 @@ def parse(specs: list[str] | tuple[str, ...] | None) -> list[Filter]:
     out = []
     for spec in specs or []:
         key, eq, value = spec.partition("=")
-        values = tuple(v.strip() for v in value.split(",") if v.strip())
+        pieces = _outside_braces(value) if key.strip() == PATH_KEY else value.split(",")
+        values = tuple(v.strip() for v in pieces if v.strip())
         if not eq or not key.strip() or not values:
             raise FilterError(f"filter {spec!r}: write KEY=VALUE, KEY=V1,V2 (any of) or path=GLOB")
+        if key.strip() == PATH_KEY:
+            for glob in values:
+                _regex(glob)  # a glob the database cannot take is refused here, before any query
         out.append(Filter(key.strip(), values))
     return out
+
+
+def _outside_braces(value: str) -> list[str]:
+    """`value` split at the commas outside `{…}`: `path=a/*,{b,c}/*.md` is two globs, the second with
+    a brace of two alternatives."""
+    pieces, depth, start = [], 0, 0
+    for i, ch in enumerate(value):
+        if ch == "{":
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+        elif ch == "," and not depth:
+            pieces.append(value[start:i])
+            start = i + 1
+    return pieces + [value[start:]]
 
 
 def _forms(value: str) -> list[object]:
@@ -64,27 +86,15 @@ def _forms(value: str) -> list[object]:
     return forms
 
 
+def _regex(pattern: str) -> str:
+    try:
+        return globs.postgres_regex(pattern)
+    except globs.GlobError as exc:
+        raise FilterError(f"filter path={pattern[:40]}: {exc}") from exc
+
+
 # The conditions are composed into queries that also take parameters, where psycopg reads a bare `%` as
-# one: no literal here holds one (JSON spells it \u0025, a regular expression \x25).
-def _regex(glob: str) -> str:
-    """A shell glob as an anchored PostgreSQL regular expression (`*` any run, `?` one character)."""
-    out = []
-    for i, ch in enumerate(glob):
-        if ch == "*":
-            if i and glob[i - 1] == "*":  # `**` means what `*` does; folded, a run of stars costs one
-                continue
-            out.append(".*")
-        elif ch == "?":
-            out.append(".")
-        elif ch == "%":
-            out.append("\\x25")
-        elif ch.isalnum() or ch in "/-_ ":
-            out.append(ch)
-        else:
-            out.append("\\" + ch)
-    return "^" + "".join(out) + "$"
-
-
+# one: no literal here holds one (JSON spells it \u0025, a regular expression \u0025 too).
 def _json(doc: dict) -> str:
     return json.dumps(doc, ensure_ascii=False).replace("%", "\\u0025")
 

@@ -1,5 +1,6 @@
-"""The one glob dialect of corpusmill: input include/exclude globs, row-template `file`/`sheet` globs
-and `excel.header_rows` pins all match with it.
+"""The one glob dialect of corpusmill: input include/exclude globs, row-template `file`/`sheet` globs,
+`excel.header_rows` pins and search's `path=` filters all match with it (the filters in the database,
+through postgres_regex).
 
 Patterns match relative POSIX paths: `*` and `?` stay within one path segment, `**` is any number of
 directories (none included), `[…]` is a character class (`[!…]` negated), `{a,b}` is either, and a
@@ -40,3 +41,29 @@ def matches(rel_path: str, patterns: list[str] | tuple[str, ...]) -> bool:
     """True when the whole of `rel_path` matches any of `patterns` (a trailing `/` or newline does not)."""
     compiled = _compiled(tuple(patterns))
     return compiled is not None and compiled.fullmatch(rel_path) is not None and not rel_path.endswith(("/", "\n"))
+
+
+class GlobError(ValueError):
+    """A glob that cannot become a database filter (too many brace alternatives, say)."""
+
+
+def postgres_regex(pattern: str, limit: int = 64) -> str:
+    """`pattern` as one anchored PostgreSQL regular expression with this module's meaning, for a filter
+    the database applies to stored paths: wcmatch's own translation (one regex per brace alternative, at
+    most `limit`), each `^(?s:…)$` made a plain group, since PostgreSQL's flavour has no inline flag
+    groups and its `.` matches a newline anyway; lookarounds and lazy quantifiers it shares. A `%` is
+    written `\\u0025` (`\\x25b` would read as one hex number): these regexes go into queries that also
+    take psycopg parameters."""
+    try:
+        regexes, _ = glob.translate([pattern], flags=FLAGS, limit=limit)
+    except Exception as exc:  # wcmatch's PatternLimitException, or a ValueError
+        raise GlobError(f"glob {pattern[:40]!r}: {exc}") from exc
+    groups = []
+    for regex in regexes:
+        if not (regex.startswith("^(?s:") and regex.endswith(")$")):  # a wcmatch release that writes otherwise
+            raise GlobError(f"glob {pattern[:40]!r}: unexpected translation {regex!r}")
+        # An atomic group (wcmatch's guard against backtracking in Python's engine) is a plain group in
+        # PostgreSQL's, which does not backtrack into one: a literal `(` is always escaped, so this finds
+        # only the construct.
+        groups.append("(?:" + regex[len("^(?s:"):-len(")$")].replace("(?>", "(?:") + ")")
+    return ("^(?:" + "|".join(groups) + ")$").replace("%", "\\u0025")

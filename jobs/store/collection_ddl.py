@@ -29,6 +29,13 @@ from jobs.terms import DIMENSION
 
 log = logging.getLogger(__name__)
 
+# A chunk row (texts, a vector, terms and weights: ~4 KB) is stored whole in its heap row, uncompressed:
+# past PostgreSQL's 2 KB default the server compresses the texts with pglz and moves the vector and the
+# weights into the TOAST table, one more insert each, all inside the one server every writer waits on;
+# an HNSW build and an exact scan then read them back from there. The table is larger for it (the texts
+# uncompressed); a row over this target (a very long chunk) is still toasted.
+INLINE_TARGET = 8160  # toast_tuple_target's largest value
+
 DEFAULT_INDEX_MEMORY_MB = 4096  # the config's database.index_memory_mb
 
 
@@ -59,6 +66,7 @@ class CollectionDDL:
             self._ensure_doc_index(existing.chunk_table)
             self._ensure_hash_index(existing.chunk_table)
             self._ensure_unread_indexes(existing.chunk_table)  # also after a bulk load that stopped first
+            self._ensure_inline_rows(existing.chunk_table)
             self.upgrade_lexical(existing)
             return existing
         coll = Collection(name, model, dimension, chunk_table_name(name, model, dimension))
@@ -76,6 +84,16 @@ class CollectionDDL:
             self._refresh_view()
         return self.get_collection(name)
 
+    def _ensure_inline_rows(self, table: str) -> None:
+        """A table from before INLINE_TARGET gets it for the rows written from now on (a setting, no rewrite;
+        its lock lets reads and writes go on)."""
+        options = self.conn.execute("SELECT reloptions FROM pg_class WHERE oid = to_regclass(%s)",
+                                    (self._t(table).as_string(self.conn),)).fetchone()
+        if options is not None and f"toast_tuple_target={INLINE_TARGET}" not in (options[0] or []):
+            with self.conn.transaction():
+                self.conn.execute(sql.SQL("ALTER TABLE {} SET (toast_tuple_target = {})").format(
+                    self._t(table), sql.Literal(INLINE_TARGET)))
+
     def _create_chunk_table(self, table: str, dimension: int) -> None:
         """The contract's columns and `lex`, the BM25 weights the writers compute (jobs/store/lexical.py):
         plain columns only, so nothing is computed per row inside the server as rows arrive."""
@@ -88,7 +106,8 @@ class CollectionDDL:
             extra = sql.SQL(" PRIMARY KEY") if name == "chunk_id" else sql.SQL("")
             defs.append(sql.SQL("{} {}{}").format(sql.Identifier(name), pg_type, extra))
         defs.append(sql.SQL("lex sparsevec({})").format(sql.Literal(DIMENSION)))
-        self.conn.execute(sql.SQL("CREATE TABLE {} ({})").format(self._t(table), sql.SQL(", ").join(defs)))
+        self.conn.execute(sql.SQL("CREATE TABLE {} ({}) WITH (toast_tuple_target = {})").format(
+            self._t(table), sql.SQL(", ").join(defs), sql.Literal(INLINE_TARGET)))
         lexical.forget_pivot(self.conn, self.schema, table)  # a table of this name dropped earlier had its own
         self._pivots.pop(table, None)
         lexical.install_triggers(self.conn, self.schema, table)

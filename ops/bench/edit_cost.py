@@ -1,6 +1,7 @@
 """A one-page edit into a large collection against the same edit into an empty one (issue 41, item 6).
 
     python -m ops.bench.edit_cost        # BENCH_EDIT_ROWS=100000 (the large collection's chunks)
+    BENCH_HOME=DIR BENCH_EDIT_LARGE=scale_1000000 python -m ops.bench.edit_cost   # a collection DIR holds
 
 The large collection is built cheaply: a small seed ingest (BENCH_EDIT_SEED_FILES Hugo pages, embedded
 once), copied and perturbed as ops/bench/scale.py does up to BENCH_EDIT_ROWS chunks, and loaded by
@@ -10,6 +11,9 @@ into the large collection, and into a fresh empty collection of the same databas
 from outside (the process's wall time) and by the run itself (the seconds its summary prints, and its
 stages from the runs table, `upkeep` among them). BENCH_EDIT_PAGES (2) pages, alternating the two
 sides so that the machine's load falls on both; the ratio is of the medians of the outside times.
+BENCH_EDIT_LARGE names a collection the kept BENCH_HOME already holds (`make bench-scale` leaves
+`scale_<size>` there) to edit instead of building one: a 1M-chunk collection costs a quarter of an hour
+to load on two cores, and the scale benchmark has just loaded one.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 from ops.bench import common, scale
 
 ROWS = int(os.environ.get("BENCH_EDIT_ROWS", "100000"))
+LARGE = os.environ.get("BENCH_EDIT_LARGE", "").strip()
 SEED_FILES = int(os.environ.get("BENCH_EDIT_SEED_FILES", "40"))
 PAGES = int(os.environ.get("BENCH_EDIT_PAGES", "2"))
 _SECONDS = re.compile(r"· ([0-9.]+) s")
@@ -64,21 +69,28 @@ def bench() -> dict:
     with psycopg.connect(url) as conn:  # a kept BENCH_HOME holds the large collection of an earlier run
         exists = (conn.execute("SELECT to_regclass('corpusmill.collections')").fetchone()[0] is not None
                   and conn.execute("SELECT 1 FROM corpusmill.collections WHERE name = 'edit_large'").fetchone())
-    load_s = None
-    if not exists or not (run / "rows").exists():
+    load_s, large_name = None, LARGE or "edit_large"
+    if LARGE:
+        with psycopg.connect(url) as conn:
+            table = conn.execute("SELECT chunk_table FROM corpusmill.collections WHERE name = %s", (LARGE,)).fetchone()
+            if table is None:
+                raise SystemExit(f"BENCH_EDIT_LARGE={LARGE}: no such collection in {common.database_url()}")
+            rows = conn.execute(f"SELECT count(*) FROM corpusmill.{table[0]}").fetchone()[0]
+    elif not exists or not (run / "rows").exists():
         seed_input, _ = common.corpus(SEED_FILES, name="edit-seed")
         seed_dir = Path(common.ingest(seed_input, "edit_seed", config=config, tag="edit-seed")["run_dir"])
         scale.make_run(seed_dir, scale.seed_rows(seed_dir), ROWS, run)
         load_s = round(common.run([str(common.BIN / "corpusmill"), "load", "--from-parquet", str(run), "--collection",
                                    "edit_large", "--config", str(config)],
                                   log=common.out_dir() / "edit-load.log")["wall_s"], 1)
-    rows = int((run / "rows").read_text())
+    if not LARGE:
+        rows = int((run / "rows").read_text())
     pages = files[len(files) // 2:][:PAGES]  # pages the seed (the corpus' first files) does not hold
     stamp = time.strftime("%Y%m%d%H%M%S")
     large, empty = [], []
     for k, page in enumerate(pages):
         page_dir = _page_dir(page, k, stamp)
-        large.append(edit(page_dir, "edit_large", config, f"large-{k}"))
+        large.append(edit(page_dir, large_name, config, f"large-{k}"))
         empty.append(edit(page_dir, f"edit_empty_{stamp}_{k}", config, f"empty-{k}"))
     median = {side: statistics.median(e["wall_s"] for e in runs) for side, runs in (("large", large), ("empty", empty))}
     return {"machine": common.machine(), "rows": rows, "load_wall_s": load_s,

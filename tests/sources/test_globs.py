@@ -50,3 +50,36 @@ def test_a_glob_past_the_expansion_limit_is_refused_when_the_config_is_read(tmp_
     path.write_text(yaml.safe_dump({"collection": "c", "input": {"include": [explosive]}}))
     with pytest.raises(ValidationError, match="input.include: Pattern limit"):  # the CLI: exit 2, one line
         load_config(path)
+
+
+def test_the_database_filter_matches_what_the_dialect_matches(pg_url):
+    """Search's `path=` filters run in PostgreSQL (postgres_regex): over random globs of every construct
+    and random paths, the database's matches are Python's, a `%` included."""
+    import random
+
+    import psycopg
+    from psycopg import sql
+
+    from jobs.search.filters import parse, where
+
+    rng = random.Random(7)
+    tokens = ["a", "b", "/", "*", "**", "?", "[ab]", "[!a]", "{a,b/c}", "%", ".", "*/", "**/"]
+    globs = sorted({"".join(rng.choice(tokens) for _ in range(rng.randint(1, 6))) for _ in range(200)})
+    paths = sorted({p for p in ("".join(rng.choice("abc/%.") for _ in range(rng.randint(1, 8))) for _ in range(300))
+                    if not p.endswith("/")})
+    with psycopg.connect(pg_url) as conn:
+        for glob in globs:
+            # Composed as search composes it, into a query that also takes a parameter.
+            query = sql.SQL("SELECT source_path FROM unnest(%s::text[]) AS source_path WHERE {}").format(
+                where(parse([f"path={glob}"])))
+            got = {p for (p,) in conn.execute(query, (paths,))}
+            assert got == {p for p in paths if matches(p, [glob])}, glob
+
+
+def test_a_glob_of_too_many_brace_alternatives_is_refused_as_a_filter():
+    import pytest
+
+    from jobs.search.filters import FilterError, parse
+
+    with pytest.raises(FilterError, match="path="):
+        parse(["path=" + "{a,b}" * 10])

@@ -2,6 +2,7 @@
 are in test_pgvector.py)."""
 
 import socket
+import threading
 import time
 
 import psycopg
@@ -63,8 +64,14 @@ def test_a_server_that_stays_away_ends_the_backoff_within_its_budget(monkeypatch
     with socket.socket() as s:  # a port nothing listens on: each attempt is refused at once
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    sleeps, real_sleep = [], time.sleep
-    monkeypatch.setattr(time, "sleep", lambda seconds: (sleeps.append(seconds), real_sleep(seconds)))
+    sleeps, real_sleep, me = [], time.sleep, threading.current_thread()
+
+    def sleep(seconds):  # this thread's waits only: another test's background thread may sleep meanwhile
+        if threading.current_thread() is me:
+            sleeps.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", sleep)
     with pytest.raises(DatabaseUnavailable, match=r"did not come back within 1.6 s \(.*refused"):
         connect_with_backoff(f"postgresql://nobody@127.0.0.1:{port}/none", "test", 1.6)
     # 0.5 s doubling; no wait that would end past the budget (0.5 + 1 + 2 > 1.6)

@@ -252,3 +252,20 @@ def test_checkpoint_rows_of_a_commit_keep_a_repeated_paths_last_entry_and_lose_n
         "SELECT source_path, status, chunk_count, last_error FROM corpusmill.documents WHERE collection = 'store_docs'"))
     assert rows == {"d0.md": ("done", 5, None), "d1.md": ("done", 2, None), "d2.md": ("failed", 0, "bad")}
     assert store.status(coll.name)["documents"]["done"] == 2
+
+
+def test_chunk_rows_are_stored_inline_in_new_tables_and_from_now_on_in_older_ones(store):
+    """toast_tuple_target (jobs/store/collection_ddl.py INLINE_TARGET): a chunk row stays whole in its heap
+    row, no pglz pass over its texts and no TOAST insert for its vector inside the server."""
+    from jobs.store.collection_ddl import INLINE_TARGET
+
+    def options(table):
+        return store.conn.execute("SELECT reloptions FROM pg_class WHERE oid = %s::regclass",
+                                  (f"corpusmill.{table}",)).fetchone()[0] or []
+
+    coll = store.ensure_collection("inline_rows", "m", 384)
+    assert f"toast_tuple_target={INLINE_TARGET}" in options(coll.chunk_table)
+    store.conn.execute(f"ALTER TABLE corpusmill.{coll.chunk_table} RESET (toast_tuple_target)")  # as before
+    store.conn.commit()
+    assert store.ensure_collection("inline_rows", "m", 384) == coll
+    assert f"toast_tuple_target={INLINE_TARGET}" in options(coll.chunk_table)
