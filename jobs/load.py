@@ -45,6 +45,10 @@ _DELETED = (-1, -1)  # where a document's last version is, when a run deleted it
 _STORED = (-2, -2)  # ... when the collection already holds that version (an earlier load, or an ingest)
 
 
+def _to_load(where: tuple[int, int]) -> bool:
+    return where not in (_DELETED, _STORED)
+
+
 @dataclass
 class _History:
     """Pass one over the runs of one collection, oldest first: where each document's last version is
@@ -104,7 +108,7 @@ class _History:
         only what is missing or changed. Returns how many were left out."""
         held = 0
         for doc, where in self.last.items():
-            row = stored.get(self.paths[doc]) if where not in (_DELETED, _STORED) else None
+            row = stored.get(self.paths[doc]) if _to_load(where) else None
             if row is not None and row.status == "done" and (row.content_sha256, row.pipeline_fingerprint) == \
                     self._versions.get(doc):
                 self.leave_out[where[1]].add(doc)
@@ -113,13 +117,13 @@ class _History:
         return held
 
     def to_load(self) -> int:
-        return sum(where not in (_DELETED, _STORED) for where in self.last.values())
+        return sum(map(_to_load, self.last.values()))
 
     def items(self) -> list[dict]:
         """Read-task items: each part that holds a last version, with the documents it must leave out."""
         winners: dict[int, int] = defaultdict(int)
         for where in self.last.values():
-            if where not in (_DELETED, _STORED):
+            if _to_load(where):
                 winners[where[1]] += 1
         return [{"run_dir": str(self.runs[r]), "path": path, "skip": sorted(self.leave_out.get(p, ()))}
                 for p, (r, path) in enumerate(self.parts) if winners[p]]

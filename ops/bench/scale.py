@@ -146,14 +146,18 @@ def make_run(seed_dir: Path, seed: pa.Table, size: int, dest: Path) -> int:
 _BUILT = re.compile(r"collection (\S+?)(, BM25 weights)?: HNSW index built in ([0-9.]+) s")
 
 
+def _config() -> Path:
+    # Every row inserted, as the raw COPY inserts them: a page's repeated boilerplate stored each time.
+    return common.config_with("scale", {"database": {"shared_text": "each"}})
+
+
 def load(url: str, run: Path, rows: int, collection: str) -> dict:
     """`corpusmill load` into a fresh collection, the loading phase sampled from the database."""
     from jobs.store.names import chunk_table_name
 
     table = chunk_table_name(collection, common.MODEL, 384)
     log = common.out_dir() / f"scale-{collection}.log"
-    # Every row inserted, as the raw COPY inserts them: a page's repeated boilerplate stored each time.
-    config = common.config_with("scale", {"database": {"shared_text": "each"}})
+    config = _config()
     env = dict(os.environ, PYTHONPATH=str(common.REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     t0 = time.perf_counter()
     with open(log, "w") as err:
@@ -178,7 +182,7 @@ def rerun(url: str, run: Path, collection: str) -> dict:
 
     from jobs.store.names import chunk_table_name
 
-    config = common.config_with("scale", {"database": {"shared_text": "each"}})
+    config = _config()
     count = f"SELECT count(*) FROM {SCHEMA}.{chunk_table_name(collection, common.MODEL, 384)}"
     with psycopg.connect(url) as conn:
         before = conn.execute(count).fetchone()[0]
