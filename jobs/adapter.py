@@ -96,8 +96,9 @@ class Chain:
     """Stages run one after another inside one actor, for a path whose stages are cheap next to the
     cost of moving rows between processes. Rows pass between them as Python dicts with the fields the
     Arrow round trip would leave (every field of the stage's schema, absent ones None, nothing more).
-    Values are not converted to the schema's types: the Markdown rows hold only strings and ints,
-    which the round trip leaves as they are."""
+    Values are not converted to the schema's types: the Markdown rows hold strings, ints and lists of
+    dicts with every field of their struct type (jobs.rows.SECTION_TYPE, UNIT_TYPE), which the round trip
+    leaves as they are."""
 
     def __init__(self, stages: tuple[Stage, ...]):
         self._steps = [(s.fn(**s.kwargs) if s.is_actor else functools.partial(s.fn, **s.kwargs),

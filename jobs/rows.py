@@ -37,16 +37,44 @@ ERROR_FIELDS = [
 
 WORK_SCHEMA = pa.schema(WORK_FIELDS)
 
-# A parsed Markdown document; sections and sentence units travel as JSON text, because their nested
-# shape is private to the Markdown path and Arrow gains nothing from typing it.
+# A parsed Markdown document's structure as typed columns. Stages read them as Python lists of dicts
+# (Arrow's to_pylist gives a struct as a dict in field order) and write the same: no JSON to encode and
+# parse again at every stage, and on Ray a row of the wrong shape fails in the stage that wrote it, where
+# its batch meets the schema. The struct fields follow jobs.markdown.parse.Block and Section in order,
+# so `asdict` is already the column's value.
+BLOCK_TYPE = pa.struct([
+    pa.field("kind", pa.string()),  # p | list | code | table | quote | html
+    pa.field("start", pa.int64()),  # offsets into the document's text
+    pa.field("end", pa.int64()),
+])
+SECTION_TYPE = pa.struct([
+    pa.field("heading_path", pa.list_(pa.string())),
+    pa.field("level", pa.int32()),
+    pa.field("blocks", pa.list_(BLOCK_TYPE)),
+    pa.field("heading_start", pa.int64()),  # None for the text before the first heading
+    pa.field("heading_end", pa.int64()),
+])
+# A sentence unit (jobs.markdown.sentences): a sentence, a list item or a whole code, table or html
+# block; `block` numbers the source block it came from, in document order.
+UNIT_TYPE = pa.struct([
+    pa.field("start", pa.int64()),
+    pa.field("end", pa.int64()),
+    pa.field("kind", pa.string()),
+    pa.field("block", pa.int32()),
+])
+
+# A parsed Markdown document: `sections` from the parse stage, `units` (one list per section) from the
+# sentence stage; both None on an error row. The front matter stays JSON text: it is free-form YAML or
+# TOML (any keys, any nesting, a key's type differing from one document to the next), which no one Arrow
+# type holds, and it leaves the pipeline as JSON text anyway (each chunk's `metadata`, jobs/chunks/metadata.py).
 DOC_SCHEMA = pa.schema(
     WORK_FIELDS
     + [
         pa.field("title", pa.string()),
         pa.field("metadata_json", pa.string()),
         pa.field("text", pa.large_string()),
-        pa.field("sections_json", pa.large_string()),
-        pa.field("units_json", pa.large_string()),
+        pa.field("sections", pa.list_(SECTION_TYPE)),
+        pa.field("units", pa.list_(pa.list_(UNIT_TYPE))),
     ]
     + ERROR_FIELDS
 )

@@ -1,6 +1,5 @@
 """GPU paths (`make test-gpu`): the same stages as on CPU, on CUDA. Skipped where no GPU is visible."""
 
-import json
 
 import numpy as np
 import pytest
@@ -44,6 +43,6 @@ def test_en_core_web_trf_38s_architecture_splits_in_float16_on_the_gpu(tmp_path)
     assert shims and all(s._mixed_precision for s in shims)
     text = "The server starts. It watches files. Then it stops."
     sections = [{"blocks": [{"kind": "p", "start": 0, "end": len(text)}]}]
-    (row,) = splitter([{"text": text, "sections_json": json.dumps(sections)}])
-    units = json.loads(row["units_json"])[0]
-    assert units and units[0][0] == 0 and units[-1][1] == len(text)
+    (row,) = splitter([{"text": text, "sections": sections}])
+    units = row["units"][0]
+    assert units and units[0]["start"] == 0 and units[-1]["end"] == len(text)

@@ -83,6 +83,7 @@ class ParsedMarkdown:
     sections: list[Section]
 
     def sections_as_dicts(self) -> list[dict]:
+        """The sections as a document row's `sections` column holds them (jobs.rows.SECTION_TYPE)."""
         return [asdict(s) for s in self.sections]
 
 
@@ -362,7 +363,7 @@ def parse_documents(rows: list[dict], *, title_from_front_matter: bool = True, o
                 title=parsed.title,
                 metadata_json=json.dumps(parsed.metadata, default=str, ensure_ascii=False),
                 text=text,
-                sections_json=json.dumps(parsed.sections_as_dicts(), ensure_ascii=False),
+                sections=parsed.sections_as_dicts(),
             )
         except Exception as exc:
             if is_bug(exc):

@@ -12,7 +12,6 @@ offsets shifted back onto the document, and every cut is a sentence boundary.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import sys
@@ -294,7 +293,7 @@ def safe_pieces(text: str, start: int, end: int, limit: int) -> list[tuple[int, 
 
 
 class SentenceSplitter:
-    """Stage: document rows -> the same rows with `units_json` (per section: [start, end, kind])."""
+    """Stage: document rows -> the same rows with `units` (per section, its units: jobs.rows.UNIT_TYPE)."""
 
     def __init__(self, model: str, *, require_gpu: bool = False, nlp_batch_size: int = 64,
                  download_missing: bool = False, max_chars: int = MAX_SPACY_CHARS):
@@ -315,7 +314,7 @@ class SentenceSplitter:
         for row in rows:
             if not row.get("error_stage"):
                 try:
-                    todo.append((len(out), row, *_layout(row["text"], json.loads(row["sections_json"]))))
+                    todo.append((len(out), row, *_layout(row["text"], row["sections"])))
                 except Exception as exc:
                     if is_bug(exc):
                         raise
@@ -330,7 +329,7 @@ class SentenceSplitter:
             done = []
             for i, row, _, _ in todo:
                 try:
-                    pieces, prose = _layout(row["text"], json.loads(row["sections_json"]))
+                    pieces, prose = _layout(row["text"], row["sections"])
                     self._split([(row["text"], prose)])
                     done.append((i, row, pieces))
                 except Exception as exc:
@@ -338,8 +337,8 @@ class SentenceSplitter:
                         raise
                     out[i] = dict(row, **error_fields("sentences", exc))
         for i, row, pieces in done:
-            out[i] = dict(row, units_json=json.dumps([[unit for piece in section for unit in piece]
-                                                      for section in pieces]))
+            out[i] = dict(row, units=[[{"start": a, "end": b, "kind": kind, "block": block}
+                                       for piece in section for a, b, kind, block in piece] for section in pieces])
         return out
 
     def _split(self, docs: list[tuple[str, list]]) -> None:

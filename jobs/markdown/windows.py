@@ -159,22 +159,23 @@ def join_units(text: str, units: list[Unit], rendered: bool = False) -> str:
     return "".join(parts)
 
 
-def running_lines(text: str, sections_units: list[list[list]], repeats: int, max_words: int) -> set[int]:
+def running_lines(text: str, sections_units: list[list[dict]], repeats: int, max_words: int) -> set[int]:
     """Blocks that are a printed running header or footer ("ACME Corp · Confidential"): a one-line
     paragraph of fewer than `max_words` words standing alone `repeats` or more times in a document.
     Lead-ins ("For example:") repeat too, and are kept."""
     if not repeats:
         return set()
-    by_block: dict[int, list[list]] = {}
+    by_block: dict[int, list[dict]] = {}
     for units in sections_units:
         for unit in units:
-            by_block.setdefault(unit[3], []).append(unit)
+            by_block.setdefault(unit["block"], []).append(unit)
     seen: dict[str, list[int]] = {}
     for block, units in by_block.items():
-        if len(units) != 1 or units[0][2] != "sent":
+        if len(units) != 1 or units[0]["kind"] != "sent":
             continue
-        line = " ".join(text[units[0][0]:units[0][1]].split())
-        if "\n" in text[units[0][0]:units[0][1]].strip() or line.endswith(":") or word_count(line) >= max_words:
+        raw = text[units[0]["start"]:units[0]["end"]]
+        line = " ".join(raw.split())
+        if "\n" in raw.strip() or line.endswith(":") or word_count(line) >= max_words:
             continue
         seen.setdefault(line.casefold(), []).append(block)
     return {b for blocks in seen.values() if len(blocks) >= repeats for b in blocks}
@@ -185,11 +186,11 @@ def _prepare(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, stats: Count
     text = doc["text"]
     seen: set[str] = set()
     kept: list[tuple[dict, list[Unit], Unit | None, list[str]]] = []
-    all_units = json.loads(doc["units_json"])
-    running = running_lines(text, all_units, cfg.running_line_repeats, cfg.dedupe_min_words)
-    for sec, raw in zip(json.loads(doc["sections_json"]), all_units):
+    running = running_lines(text, doc["units"], cfg.running_line_repeats, cfg.dedupe_min_words)
+    for sec, raw in zip(doc["sections"], doc["units"]):
         units = []
-        for start, end, kind, block in raw:
+        for unit in raw:
+            start, end, kind, block = unit["start"], unit["end"], unit["kind"], unit["block"]
             if block in running:
                 stats["running_lines"] += 1
                 continue
@@ -390,7 +391,7 @@ def structured_drafts(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, sta
 def naive_drafts(doc: dict, cfg: ChunkingConfig, counter: TokenCounter) -> list[dict]:
     """Fixed token windows with overlap over the document body: no structure, no prefix."""
     text = doc["text"]
-    body_start = min((b["start"] for s in json.loads(doc["sections_json"]) for b in s["blocks"]), default=len(text))
+    body_start = min((b["start"] for s in doc["sections"] for b in s["blocks"]), default=len(text))
     offsets = counter.offsets(text[body_start:])
     size = min(cfg.naive_tokens, counter.limit)
     step = max(size - cfg.naive_overlap_tokens, 1)

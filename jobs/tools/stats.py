@@ -84,7 +84,7 @@ def corpus_stats(cfg: JobConfig, progress=sys.stderr) -> dict:
         sections_per_file.append(len(sections))
         doc = {"doc_id": f.source_path, "collection": cfg.collection, "source_path": f.source_path,
                "source_type": "markdown", "content_sha256": f.content_sha256, "pipeline_fingerprint": "stats",
-               "run_id": "stats", "title": parsed.title, "text": text, "sections_json": json.dumps(sections),
+               "run_id": "stats", "title": parsed.title, "text": text, "sections": sections,
                "metadata_json": json.dumps(parsed.metadata, default=str)}
         (doc,) = splitter([doc])
         rows = chunk_document(doc, cfg.chunking, cfg.quality, cfg.embedding.model, tuple(cfg.markdown.description_keys))

@@ -36,7 +36,7 @@ def prepare_inputs(run_dir: str, files: list, root, cfg) -> dict:
     for doc in docs:
         if doc.get("error_stage"):
             continue
-        for section in json.loads(doc["sections_json"]):
+        for section in doc["sections"]:
             prose += [doc["text"][b["start"]:b["end"]] for b in section["blocks"] if b["kind"] in ("p", "quote")]
     table = pq.read_table(os.path.join(run_dir, "chunks"))
     rows = [r for r in table.drop_columns(["embedding"]).to_pylist() if not r["omitted"]]

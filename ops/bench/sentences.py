@@ -25,7 +25,6 @@ The embedder sees each document once (the chunker's overlapping windows would gi
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import shutil
@@ -46,7 +45,7 @@ def documents(root: Path, n: int) -> list[dict]:
     rows = []
     for path in common.markdown_files(root)[:n]:
         text = path.read_text(encoding="utf-8", errors="replace")
-        rows.append({"text": text, "sections_json": json.dumps(parse_markdown(text, str(path)).sections_as_dicts())})
+        rows.append({"text": text, "sections": parse_markdown(text, str(path)).sections_as_dicts()})
     return rows
 
 
@@ -57,7 +56,7 @@ def words(rows: list[dict]) -> tuple[int, int]:
     total = prose = 0
     for row in rows:
         total += len(row["text"].split())
-        _, items = _layout(row["text"], json.loads(row["sections_json"]))
+        _, items = _layout(row["text"], row["sections"])
         prose += sum(len(row["text"][a:b].split()) for a, b, _, _ in items)
     return total, prose
 
@@ -119,7 +118,7 @@ def time_stage(splitter, rows: list[dict], variant: str, repeats: int, device: s
             best, wall = min(best, seconds), min(wall, w)
     finally:
         sentences._spans = after
-    return best, wall, [r.get("units_json") for r in out]
+    return best, wall, [r.get("units") for r in out]
 
 
 def stage_rows(name: str, device: str, splitter, rows: list[dict], repeats: int, half: bool) -> list[dict]:

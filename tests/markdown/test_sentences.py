@@ -41,10 +41,10 @@ def test_units_keep_offsets_and_whole_code_blocks(splitter):
     text = ("# Title\n\nDr. Smith arrived at noon. He left at one. It rained.\n\n"
             "```\nline one. line two.\n```\n\n- first item. Still first.\n- second item\n")
     parsed = parse_markdown(text, "t")
-    row = {"text": text, "sections_json": json.dumps(parsed.sections_as_dicts())}
+    row = {"text": text, "sections": parsed.sections_as_dicts()}
     (out,) = splitter([row])
-    units = json.loads(out["units_json"])[-1]
-    pieces = [(text[a:b], kind) for a, b, kind, _ in units]
+    units = out["units"][-1]
+    pieces = [(text[u["start"]:u["end"]], u["kind"]) for u in units]
     assert ("Dr. Smith arrived at noon.", "sent") in pieces  # the abbreviation does not end a sentence
     assert ("He left at one.", "sent") in pieces
     assert ("```\nline one. line two.\n```", "code") in pieces
@@ -56,16 +56,16 @@ def test_error_rows_pass_through_and_a_row_the_parse_stage_got_wrong_is_a_bug_th
     err = {"error_stage": "parse_markdown", "error_class": "X", "error_message": "m"}
     (out,) = splitter([err])
     assert out is err
-    # Sections the parse stage wrote are ours: unreadable, they are a bug (exit 4), not the file's fault.
-    with pytest.raises(json.JSONDecodeError):
-        splitter([err, {"text": "x", "sections_json": "not json"}])
+    # Sections the parse stage wrote are ours: of the wrong shape, they are a bug (exit 4), not the file's fault.
+    with pytest.raises(KeyError):
+        splitter([err, {"text": "x", "sections": [{"blocks": [{"kind": "p"}]}]}])
 
 
 def _sentences(splitter, paragraph: str) -> list[str]:
     text = "# T\n\n" + paragraph + "\n"
-    row = {"text": text, "sections_json": json.dumps(parse_markdown(text, "t").sections_as_dicts())}
+    row = {"text": text, "sections": parse_markdown(text, "t").sections_as_dicts()}
     (out,) = splitter([row])
-    return [text[a:b] for a, b, kind, _ in json.loads(out["units_json"])[-1] if kind == "sent"]
+    return [text[u["start"]:u["end"]] for u in out["units"][-1] if u["kind"] == "sent"]
 
 
 @pytest.mark.parametrize("paragraph, expected", [
@@ -95,9 +95,9 @@ def test_abbreviations_citations_and_links_do_not_break_sentences(splitter, para
 
 def test_numbered_list_items_stay_whole(splitter):
     text = "# T\n\n1. The Act applies to all states. It came into force in 1950.\n2. The Court may review it.\n"
-    row = {"text": text, "sections_json": json.dumps(parse_markdown(text, "t").sections_as_dicts())}
+    row = {"text": text, "sections": parse_markdown(text, "t").sections_as_dicts()}
     (out,) = splitter([row])
-    units = [(text[a:b], kind) for a, b, kind, _ in json.loads(out["units_json"])[-1]]
+    units = [(text[u["start"]:u["end"]], u["kind"]) for u in out["units"][-1]]
     assert units == [("1. The Act applies to all states. It came into force in 1950.", "list"),
                      ("2. The Court may review it.", "list")]
 
@@ -134,8 +134,8 @@ def test_transformer_pipelines_load_with_their_plugin_and_keep_transformer_and_p
         "splitter = SentenceSplitter(sys.argv[1])\n"
         "text = 'The server starts. It watches files.'\n"
         "sections = [{'blocks': [{'kind': 'p', 'start': 0, 'end': len(text)}]}]\n"
-        "(row,) = splitter([{'text': text, 'sections_json': json.dumps(sections)}])\n"
-        "units = json.loads(row['units_json'])\n"
+        "(row,) = splitter([{'text': text, 'sections': sections}])\n"
+        "units = row['units']\n"
         "print(json.dumps({'lean': lean, 'pipes': splitter.nlp.pipe_names, 'units': units}))\n"
     )
     proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "trf-pipeline")], cwd=REPO,
@@ -145,11 +145,11 @@ def test_transformer_pipelines_load_with_their_plugin_and_keep_transformer_and_p
     assert out["lean"] is True
     assert out["pipes"] == ["transformer", "parser"]
     units = out["units"][0]
-    assert units and units[0][0] == 0 and units[-1][1] == len("The server starts. It watches files.")
+    assert units and units[0]["start"] == 0 and units[-1]["end"] == len("The server starts. It watches files.")
 
 
 def _row(text: str) -> dict:
-    return {"text": text, "sections_json": json.dumps(parse_markdown(text, "t").sections_as_dicts())}
+    return {"text": text, "sections": parse_markdown(text, "t").sections_as_dicts()}
 
 
 def test_one_pipe_call_splits_every_document_of_a_batch_as_alone(splitter, monkeypatch):
@@ -157,19 +157,19 @@ def test_one_pipe_call_splits_every_document_of_a_batch_as_alone(splitter, monke
     texts = [f"# Doc {i}\n\n" + " ".join(f"Idea {j} of doc {i} is here." for j in range(1 + 3 * i)) +
              "\n\n## Part\n\nShort one. The end.\n\n" + "Longer prose follows here. " * (5 - i) + "\n"
              for i in range(5)]
-    alone = [splitter([_row(t)])[0]["units_json"] for t in texts]
+    alone = [splitter([_row(t)])[0]["units"] for t in texts]
     calls = []
     pipe = splitter.nlp.pipe
     monkeypatch.setattr(splitter.nlp, "pipe", lambda *a, **k: calls.append(1) or pipe(*a, **k))
     together = splitter([_row(t) for t in texts])
     assert len(calls) == 1
-    assert [r["units_json"] for r in together] == alone
+    assert [r["units"] for r in together] == alone
 
 
 def test_a_document_that_breaks_the_shared_batch_fails_alone_and_a_bug_raises(splitter, monkeypatch):
     good = _row("# Fine\n\nThis one splits. Into two sentences.\n")
     broken = _row("# Broken\n\nThe pipeline gives up on this text.\n")
-    alone = splitter([good])[0]["units_json"]
+    alone = splitter([good])[0]["units"]
     pipe = splitter.nlp.pipe
 
     def fussy(texts, **kwargs):  # a library that fails on one text: that document's fault, not ours
@@ -181,7 +181,7 @@ def test_a_document_that_breaks_the_shared_batch_fails_alone_and_a_bug_raises(sp
     monkeypatch.setattr(splitter.nlp, "pipe", fussy)
     out = splitter([good, broken, good])
     assert out[1]["error_stage"] == "sentences" and out[1]["error_class"] == "RuntimeError"
-    assert out[0]["units_json"] == out[2]["units_json"] == alone
+    assert out[0]["units"] == out[2]["units"] == alone
     # A row whose text went missing is a bug upstream: it stops the batch, it does not fail the document.
     with pytest.raises(TypeError):
         splitter([good, dict(broken, text=None), good])
@@ -223,8 +223,8 @@ def test_prose_over_max_length_is_cut_and_split_with_offsets_of_the_document(spl
     text = "# T\n\n" + paragraph + "\n"
     (out,) = splitter([_row(text)])
     assert not out.get("error_stage"), out.get("error_message")
-    units = json.loads(out["units_json"])[-1]
-    spans = [(a, b) for a, b, kind, _ in units if kind == "sent"]
+    units = out["units"][-1]
+    spans = [(u["start"], u["end"]) for u in units if u["kind"] == "sent"]
     assert len(spans) == len(units)
     # In order, within the limit, and covering the paragraph: between two units only whitespace.
     start = text.index(paragraph)
@@ -242,9 +242,9 @@ def test_prose_over_max_length_is_cut_and_split_with_offsets_of_the_document(spl
 
 def test_a_paragraph_under_the_limit_is_split_exactly_as_before(splitter, monkeypatch):
     text = "# T\n\n" + " ".join(f"Point {i} is made here." for i in range(20)) + "\n"
-    before = splitter([_row(text)])[0]["units_json"]
+    before = splitter([_row(text)])[0]["units"]
     monkeypatch.setattr(splitter, "max_chars", len(text))  # the limit, not over it: one text, as before
-    assert splitter([_row(text)])[0]["units_json"] == before
+    assert splitter([_row(text)])[0]["units"] == before
 
 
 def test_units_are_the_same_as_when_read_back_through_the_doc(splitter, monkeypatch):
@@ -258,8 +258,8 @@ def test_units_are_the_same_as_when_read_back_through_the_doc(splitter, monkeypa
     texts.append("# Odd\n\nTabs\there.  Two  spaces. Emoji 👩‍👩‍👧 ends it. e\u0301 accents. \u00a0Non-breaking space!"
                  " Line\r\nbreak (open [link](x. y) here. Last one…  \n\n  Indented prose. Another.\n")
     rows = [_row(t) for t in texts]
-    after = [r["units_json"] for r in splitter(rows)]
+    after = [r["units"] for r in splitter(rows)]
     monkeypatch.setattr(sentences, "_spans", spans_before)
-    before = [r["units_json"] for r in splitter(rows)]
+    before = [r["units"] for r in splitter(rows)]
     assert after == before
-    assert sum(len(u) for units in after for section in json.loads(units) for u in section) > 100
+    assert sum(len(u) for units in after for section in units for u in section) > 100

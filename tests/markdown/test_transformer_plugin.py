@@ -92,10 +92,10 @@ def test_a_pipeline_of_en_core_web_trf_38s_architecture_loads_with_the_gpu_extra
         "splitter = SentenceSplitter(sys.argv[1])\n"
         "text = 'The server starts. It watches files.'\n"
         "sections = [{'blocks': [{'kind': 'p', 'start': 0, 'end': len(text)}]}]\n"
-        "(row,) = splitter([{'text': text, 'sections_json': json.dumps(sections)}])\n"
+        "(row,) = splitter([{'text': text, 'sections': sections}])\n"
         "factories = [splitter.nlp.get_pipe_meta(n).factory for n in splitter.nlp.pipe_names]\n"
         "print(json.dumps({'pipes': splitter.nlp.pipe_names, 'factories': factories,\n"
-        "                  'units': json.loads(row['units_json'])}))\n"
+        "                  'units': row['units']}))\n"
     )
     proc = subprocess.run([sys.executable, "-c", script, str(trf38_dir)], cwd=REPO, capture_output=True, text=True,
                           timeout=300)
@@ -104,7 +104,7 @@ def test_a_pipeline_of_en_core_web_trf_38s_architecture_loads_with_the_gpu_extra
     assert out["pipes"] == ["transformer", "parser"]
     assert out["factories"] == ["curated_transformer", "parser"]
     units = out["units"][0]
-    assert units and units[0][0] == 0 and units[-1][1] == len("The server starts. It watches files.")
+    assert units and units[0]["start"] == 0 and units[-1]["end"] == len("The server starts. It watches files.")
 
 
 def test_without_spacy_curated_transformers_the_38_pipeline_is_one_line_naming_the_extra(trf38_dir, monkeypatch):

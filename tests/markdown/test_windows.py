@@ -123,7 +123,7 @@ def chunk_text(text: str, cfg: ChunkingConfig | None = None, name: str = "doc.md
     parsed = parse_markdown(text, name.rsplit(".", 1)[0])
     doc = {"doc_id": "d", "collection": "t", "source_path": name, "source_type": "markdown", "content_sha256": "c",
            "pipeline_fingerprint": "fp", "run_id": "r", "title": parsed.title, "text": text,
-           "sections_json": json.dumps(parsed.sections_as_dicts())}
+           "sections": parsed.sections_as_dicts()}
     (doc,) = SPLITTER([doc])
     return chunk_document(doc, cfg or ChunkingConfig(), QualityConfig(), MODEL)
 

@@ -82,7 +82,7 @@ def test_parse_stages_read_objects_and_driver_carried_bytes(s3_server, bucket, o
     carried = parse_documents([{**_work("/not/on/this/node.md", "hugo/server.md", md, "markdown"), "content": md}])
     local = parse_documents([_work(str(CORPUS / "hugo" / "server.md"), "hugo/server.md", md, "markdown")])
     assert not from_bucket[0].get("error_stage") and "content" not in carried[0]
-    assert from_bucket[0]["sections_json"] == carried[0]["sections_json"] == local[0]["sections_json"]
+    assert from_bucket[0]["sections"] == carried[0]["sections"] == local[0]["sections"]
 
     kw = dict(excel=ExcelConfig(), quality=QualityConfig(), embedding_model="sentence-transformers/all-MiniLM-L6-v2")
     remote_rows = excel_to_chunks([_work(f"s3://{bucket}/c/workbooks/stanley-cups.xlsx", "workbooks/stanley-cups.xlsx",
