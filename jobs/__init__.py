@@ -12,8 +12,10 @@ __version__ = "0.1.0"
 # leaders; unnamed row-header text bare), but the fingerprint is one for every source type. "7": a
 # Markdown document that fits the window under its title is one chunk (chunking.whole_documents). "8": a
 # window does not end on a lead-in ("…the following command:") whose block follows (jobs/markdown/windows.py).
-# "9": a setext heading opens its section's chunk; chunks carry their document's metadata (front matter)
-PIPELINE_VERSION = "9"
+# "9": a setext heading opens its section's chunk; chunks carry their document's metadata (front matter).
+# "10": code and HTML blocks as CommonMark reads them: fences in list items and quotes, indented code
+# (jobs/markdown/parse.py)
+PIPELINE_VERSION = "10"
 
 # The Python API (jobs/api.py), imported on first use: Ray workers import this package for every stage
 # and need none of it.

@@ -134,10 +134,10 @@ def _even_parts(atoms: list[tuple[int, int]], sizes: list[int], budget: int) -> 
 
 
 def split_long_unit(unit: Unit, text: str, counter: TokenCounter, budget: int) -> list[Unit]:
-    """A list item, quote or HTML block over the budget, cut between lines (then sentences) into
-    parts of about equal size, each within the budget where the atoms allow. Each part points at its
-    own source range and is normalized on its own. Code blocks and tables have their own cutters:
-    their parts must stay a fenced block and a table with its header."""
+    """A list item, quote, HTML block or unfenced code block over the budget, cut between lines (then
+    sentences) into parts of about equal size, each within the budget where the atoms allow. Each part
+    points at its own source range and is normalized on its own. Fenced code blocks and tables have
+    their own cutters: their parts must stay a fenced block and a table with its header."""
     src = text[unit.start:unit.end]
     atoms = _atoms(src, lambda s: counter.count([s])[0], budget, counter.offsets)
     if len(atoms) < 2:
@@ -154,18 +154,22 @@ def split_long_unit(unit: Unit, text: str, counter: TokenCounter, budget: int) -
     return out or [unit]
 
 
-_FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})")  # a code unit's opening fence (parse.py typed the block)
+# A code unit's opening fence (parse.py typed the block); indented past 3 columns inside a list item.
+_FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})")
 
 
 def split_code(unit: Unit, text: str, counter: TokenCounter, budget: int) -> list[Unit]:
     """A fenced code block over the budget, cut between lines (a line over the budget between
     words, then tokens) into parts of about equal size. Every part is a fenced block again: the
     opening fence line, info string included, and the closing fence are repeated, so each chunk still
-    reads as code in its language. Offsets of a part cover its own lines."""
+    reads as code in its language. Offsets of a part cover its own lines. Code with no fence of its
+    own to repeat (indented code, a fence inside a quote's `>` lines) is cut between lines as it is."""
     src = text[unit.start:unit.end]
     lines = src.split("\n")
     m = _FENCE.match(lines[0])
-    if not m or len(lines) < 3:
+    if not m:
+        return split_long_unit(unit, text, counter, budget)
+    if len(lines) < 3:
         return [unit]
     fence, opener = m["fence"], lines[0].strip()
     closed = lines[-1].strip() and set(lines[-1].strip()) == {fence[0]} and len(lines[-1].strip()) >= len(fence)

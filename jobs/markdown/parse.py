@@ -6,7 +6,19 @@ line endings made `\\n`), so `text[block.start:block.end]` is always the block v
 Rules that matter for retrieval:
 - front matter (YAML `---`, TOML `+++`) becomes metadata and is never chunked;
 - ATX, setext and OneNote `[Heading]{.underline}` lines open sections;
-- nothing inside a fenced code block (backticks or tildes, unclosed fences run to the end) is a heading;
+- nothing inside a code block or an HTML block is a heading;
+- code blocks are typed `code` and kept verbatim (never inline-rendered, never sentence-split), as
+  CommonMark finds them: fences of backticks or tildes; a fence inside a list item, indented relative
+  to the item's content column (`1. Run:` / blank / `    ```sh`); a fence inside a blockquote (its `>`
+  lines, to the closing fence or the end of the quote); indented code (4+ columns after a blank line,
+  outside any list item). A fence in a list item ends the `list` block and is a block of its own (its
+  lines as written, indentation included); the item's further lines and items make another `list`
+  block. One deviation: a fence ends only at its closing fence (or the end of the file), also in a
+  list item and when the closing fence lacks its quote's `>`. CommonMark ends it at the first line
+  less indented than the item (code pasted at column 0) and then reads the closing fence as the
+  opening of a new one that swallows the rest of the file;
+- HTML blocks as CommonMark opens and ends them (`<div>`, `<p>`, a tag alone on its line: to the next
+  blank line; `<!--`: to the line holding `-->`; `<pre>`, `<script>`: to the closing tag) are `html`;
 - code blocks and tables stay whole blocks (the chunker cuts one only when it is over the model's
   window, between lines or rows);
 - a "heading" line over MAX_HEADING_CHARS is a paragraph: as a heading it would become the
@@ -16,6 +28,8 @@ Rules that matter for retrieval:
   as in AsciiDoc turned Markdown: `[NOTE]` / `----` / text / `----`. The `[NOTE]`-style attribute
   line and the delimiters around its block are dropped and the text between stays a paragraph
   (openshift-docs: 1,735 such blocks made `[NOTE]` and ~1,600 closing sentences into headings).
+
+tests/markdown/test_parse.py checks code blocks and headings against markdown-it-py's CommonMark parse.
 """
 
 from __future__ import annotations
@@ -27,6 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import yaml
+from markdown_it.rules_block.html_block import HTML_SEQUENCES
 
 from jobs.errors import NotUtf8Error, is_bug
 from jobs.markdown.inline import render_inline
@@ -34,7 +49,8 @@ from jobs.markdown.normalize import LINK_DEFINITION
 from jobs.rows import error_fields
 from jobs.sources.reads import work_bytes
 
-_FENCE_OPEN = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
+# A fence's opening line after its indentation (the indentation is checked against the container).
+_FENCE_OPEN = re.compile(r"^(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _ATX = re.compile(
     r"^ {0,3}(?P<hashes>#{1,6})"  # 1-6 hashes, at most 3 spaces of indent
     r"(?:[ \t]+(?P<text>.*?))?"  # the heading text, optional (an empty heading is legal)
@@ -46,6 +62,12 @@ _THEMATIC_BREAK = re.compile(r"^ {0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ 
 _LIST_ITEM = re.compile(r"^(?P<indent>[ \t]*)(?:[-*+•]|\d{1,9}[.)])[ \t]+\S")
 _TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{1,}:?\s*(?:\|\s*:?-{1,}:?\s*)*\|?\s*$")
 _QUOTE = re.compile(r"^ {0,3}>")
+_QUOTE_PREFIX = re.compile(r"^(?: {0,3}> ?)+")  # the `>` marks of a quoted line, nested quotes included
+# A CommonMark list item's marker (no `•`: CommonMark reads that as text) and the gap up to its content.
+_ITEM_MARKER = re.compile(r"^(?P<lead>[ \t]*(?:[-*+]|\d{1,9}[.)]))(?P<gap>[ \t]+)\S")
+# What ends a paragraph rather than continue it lazily (a line less indented than its list item that
+# is still the item's paragraph): a fence, an ATX heading, a quote, a list item, an HTML block.
+_INTERRUPTS = re.compile(r"^(?:`{3}|~{3}|#{1,6}(?:[ \t]|$)|>|[-*+][ \t]|\d{1,9}[.)][ \t]|<)")
 _HTML_START = re.compile(r"^ {0,3}<(?:!--|[A-Za-z/])")
 # AsciiDoc's block attributes (`[NOTE]`, `[source,yaml]`, `[WARNING]`) on the line above a delimiter
 # (`----`, `====`, `****`, `____`, `....`) that opens a block the same delimiter closes.
@@ -157,47 +179,132 @@ def _lines(text: str, start: int) -> list[tuple[int, int, str]]:
     return out
 
 
+def _indent(line: str) -> tuple[int, str]:
+    """(columns of the line's indentation, tabs stopping at multiples of 4 as CommonMark's do; the rest)."""
+    rest = line.lstrip(" \t")
+    return len(line[:len(line) - len(rest)].expandtabs(4)), rest
+
+
+def _closes_fence(rest: str, indent: int, fence: str) -> bool:
+    stripped = rest.strip()
+    return indent <= 3 and len(stripped) >= len(fence) and stripped == fence[0] * len(stripped)
+
+
+def _html_block_end(rest: str, prev: str):
+    """For a line (its indentation stripped) that opens a CommonMark HTML block: "blank" (the block
+    runs to the next blank line) or the pattern of the line that ends it; None for no HTML block. The
+    start and end patterns are markdown-it-py's, the reference the tests compare with."""
+    for start, end, interrupts in HTML_SEQUENCES:
+        if start.search(rest):
+            if not interrupts and prev == "text":
+                return None  # a lone tag does not interrupt a paragraph
+            return "blank" if end.pattern == "^$" else end
+    return None
+
+
 def _classify(lines: list[tuple[int, int, str]], onenote: bool) -> list[tuple[str, int, str]]:
-    """Per line: (kind, heading level, heading text). Kinds: code, blank, heading, hr, text,
-    setext (a text line turned heading by the underline that follows), underline."""
+    """Per line: (kind, level, heading text). Kinds: code, html, blank, heading, hr, text, setext (a
+    text line turned heading by the underline that follows), underline. For code and html lines, level
+    1 marks the first line of a block (two fences in a row are two blocks); for text lines, a line
+    inside a list item."""
     kinds: list[tuple[str, int, str]] = []
     fence: str | None = None
+    fence_col = 0  # the content column of the list item holding the open fence (0: none)
+    fence_quoted = False  # the open fence is inside a blockquote
+    indented = False  # inside an indented code block
+    html_end = None  # the open HTML block: "blank" or the pattern of its last line
+    items: list[int] = []  # content columns of the open list items, outermost first
     delimiter: str | None = None  # the delimiter line of the open attributed block, if one is open
     for _, _, line in lines:
-        if fence is None and delimiter is not None and line.strip() == delimiter:
+        indent, rest = _indent(line)
+        prev = kinds[-1][0] if kinds else "blank"
+        if fence is not None:
+            if fence_quoted:
+                q = _QUOTE_PREFIX.match(line)
+                inner_indent, inner = _indent(line[q.end():]) if q else (indent, rest)
+                if q or _closes_fence(inner, inner_indent, fence):
+                    kinds.append(("code", 0, ""))
+                    if _closes_fence(inner, inner_indent, fence):
+                        fence = None
+                    continue
+                fence = None  # a line out of the quote ends the quote and the fence in it
+            else:  # see the module docstring: a fence in a list item ends at its closing fence only
+                kinds.append(("code", 0, ""))
+                if _closes_fence(rest, max(indent - fence_col, 0), fence):
+                    fence = None
+                continue
+        if indented:
+            if not line.strip():
+                kinds.append(("blank", 0, ""))
+                continue
+            if indent >= 4:
+                k = len(kinds) - 1
+                while kinds[k][0] == "blank":  # blank lines between code lines are the block's
+                    kinds[k] = ("code", 0, "")
+                    k -= 1
+                kinds.append(("code", 0, ""))
+                continue
+            indented = False
+        if html_end is not None:
+            if html_end == "blank" and not line.strip():
+                html_end = None
+            else:
+                kinds.append(("html", 0, ""))
+                if html_end != "blank" and html_end.search(line):
+                    html_end = None
+                continue
+        if delimiter is not None and line.strip() == delimiter:
             kinds.append(("hr", 0, ""))
             delimiter = None
             continue
-        if (fence is None and _BLOCK_DELIMITER.match(line) and kinds and kinds[-1][0] == "text"
+        if (_BLOCK_DELIMITER.match(line) and kinds and kinds[-1][0] == "text"
                 and _BLOCK_ATTRIBUTES.match(lines[len(kinds) - 1][2])):
             kinds[-1] = ("hr", 0, "")  # the attribute line goes with its delimiter
             kinds.append(("hr", 0, ""))
             delimiter = line.strip()
             continue
-        if fence is not None:
-            stripped = line.strip()
-            closes = stripped and set(stripped) == {fence[0]} and len(stripped) >= len(fence)
-            kinds.append(("code", 0, ""))
-            if closes and len(line) - len(line.lstrip(" ")) <= 3:
-                fence = None
-            continue
-        m = _FENCE_OPEN.match(line)
-        if m and not (m["fence"][0] == "`" and "`" in m["info"]):
-            fence = m["fence"]
-            kinds.append(("code", 0, ""))
-            continue
         if not line.strip():
             kinds.append(("blank", 0, ""))
             continue
+        if items and indent < items[-1] and not (prev == "text" and not _INTERRUPTS.match(rest)
+                                                 and not _THEMATIC_BREAK.match(line)):
+            while items and items[-1] > indent:  # the line is out of these items (not a lazy continuation)
+                items.pop()
+        if indent >= 4 and not items and prev == "blank":
+            # Indented code: CommonMark's only after a blank line (an indented line under a paragraph
+            # continues it) and outside list items (where it is the item's text).
+            indented = True
+            kinds.append(("code", 1, ""))
+            continue
+        col = items[-1] if items else 0
+        m = _FENCE_OPEN.match(rest) if 0 <= indent - col <= 3 else None
+        quoted = False
+        if not m and _QUOTE.match(line):
+            # A fence in a quote is a code block of the quoted lines, `>` marks and all: verbatim, so
+            # never inline-rendered, and the quote's text around it stays quote blocks of its own. The
+            # simplest of the options: unquoting would break the contract that a block is its source span.
+            inner_indent, inner = _indent(line[_QUOTE_PREFIX.match(line).end():])
+            m = _FENCE_OPEN.match(inner) if inner_indent <= 3 else None
+            quoted = True
+        if m and not (m["fence"][0] == "`" and "`" in m["info"]):
+            fence, fence_col, fence_quoted = m["fence"], 0 if quoted else col, quoted
+            kinds.append(("code", 1, ""))
+            continue
+        if indent <= 3 and rest.startswith("<"):
+            html_end = _html_block_end(rest, prev)
+            if html_end is not None:
+                kinds.append(("html", 1, ""))
+                if html_end != "blank" and html_end.search(rest):
+                    html_end = None  # `<!-- one line -->`
+                continue
         heading_sized = len(line) <= MAX_HEADING_CHARS
         m = _ATX.match(line) if heading_sized else None
         if m:
             kinds.append(("heading", len(m["hashes"]), clean_heading(m["text"] or "")))
             continue
         m = _SETEXT_UNDERLINE.match(line)
-        prev = kinds[-1] if kinds else ("blank", 0, "")
         one_line = len(kinds) < 2 or kinds[-2][0] != "text"
-        if (m and prev[0] == "text" and one_line and len(lines[len(kinds) - 1][2]) <= MAX_HEADING_CHARS
+        if (m and prev == "text" and one_line and len(lines[len(kinds) - 1][2]) <= MAX_HEADING_CHARS
                 and not _LIST_ITEM.match(lines[len(kinds) - 1][2])):
             level = 1 if m["marks"][0] == "=" else 2
             kinds[-1] = ("setext", level, clean_heading(lines[len(kinds) - 1][2]))
@@ -210,13 +317,20 @@ def _classify(lines: list[tuple[int, int, str]], onenote: bool) -> list[tuple[st
         if m:
             kinds.append(("heading", 3, clean_heading(m["text"])))
             continue
-        kinds.append(("text", 0, ""))
+        m = _ITEM_MARKER.match(line)
+        if m:
+            while items and items[-1] > indent:  # a sibling or an outer item: the inner ones end
+                items.pop()
+            lead, content = len(m["lead"].expandtabs(4)), len(m[0][:-1].expandtabs(4))
+            items.append(content if content - lead <= 4 else lead + 1)  # 5+ spaces: the content is indented code
+        kinds.append(("text", 1 if items else 0, ""))
     return kinds
 
 
 def _blocks(lines: list[tuple[int, int, str]], kinds: list[tuple[str, int, str]], lo: int, hi: int) -> list[Block]:
     """Typed blocks for lines[lo:hi] (a section body)."""
     blocks: list[Block] = []
+    in_list = False  # the last block was a list, or a code or HTML block inside one
     i = lo
     while i < hi:
         kind = kinds[i][0]
@@ -225,17 +339,25 @@ def _blocks(lines: list[tuple[int, int, str]], kinds: list[tuple[str, int, str]]
             i += 1
             continue
         j = i + 1
-        if kind == "code":
-            # a fence block ends at its closing fence; the next fence opens a new block
-            j = _fence_end(lines, kinds, i, hi)
-            block_kind = "code"
+        if kind in ("code", "html"):
+            # the block's lines up to the next block's first (level 1) line
+            while j < hi and kinds[j][0] == kind and kinds[j][1] == 0:
+                j += 1
+            if kind == "html" and _HTML_COMMENT.fullmatch(_text_of(lines, i, j).strip()):
+                # A block that is nothing but a comment is invisible on the page: no block at all.
+                # What follows its closing line (often a run of link reference definitions under
+                # "<!-- link references -->") is a block of its own.
+                i = j
+                continue
+            block_kind = kind
         elif "|" in line and (
             line.lstrip().startswith("|") or (i + 1 < hi and _TABLE_SEPARATOR.match(lines[i + 1][2]))
         ):
             while j < hi and kinds[j][0] == "text" and "|" in lines[j][2]:
                 j += 1
             block_kind = "table"
-        elif _LIST_ITEM.match(line):
+        elif _LIST_ITEM.match(line) or (in_list and kinds[i][1] == 1):
+            # an item, or the rest of an item after a code or HTML block inside it
             while j < hi:
                 if kinds[j][0] == "text":
                     j += 1
@@ -257,20 +379,9 @@ def _blocks(lines: list[tuple[int, int, str]], kinds: list[tuple[str, int, str]]
                 j += 1
             block_kind = "quote"
         elif _HTML_START.match(line):
-            if line.lstrip().startswith("<!--"):
-                # CommonMark: a comment block ends at the line that closes it; what follows (often a
-                # run of link reference definitions under "<!-- link references -->") is a block of its
-                # own. A block that is nothing but a comment is invisible on the page: no block at all.
-                j = i
-                while j < hi and "-->" not in lines[j][2]:
-                    j += 1
-                j = min(j + 1, hi)
-                if _HTML_COMMENT.fullmatch(_text_of(lines, i, j).strip()):
-                    i = j
-                    continue
-            else:
-                while j < hi and kinds[j][0] == "text":
-                    j += 1
+            # a line that opens with a tag yet starts no HTML block (`<span>…</span> and text`)
+            while j < hi and kinds[j][0] == "text":
+                j += 1
             block_kind = "html"
         else:
             while j < hi and kinds[j][0] == "text" and not (
@@ -285,25 +396,13 @@ def _blocks(lines: list[tuple[int, int, str]], kinds: list[tuple[str, int, str]]
                 continue
             block_kind = "p"
         blocks.append(Block(block_kind, lines[i][0], lines[j - 1][1]))
+        in_list = block_kind == "list" or (in_list and block_kind in ("code", "html") and line[:1] in (" ", "\t"))
         i = j
     return blocks
 
 
 def _text_of(lines: list[tuple[int, int, str]], i: int, j: int) -> str:
     return "\n".join(line for _, _, line in lines[i:j])
-
-
-def _fence_end(lines, kinds, i: int, hi: int) -> int:
-    """Index after the closing fence of the code block opening at line i (or after the run of code)."""
-    opener = _FENCE_OPEN.match(lines[i][2])
-    fence = opener["fence"] if opener else "```"
-    j = i + 1
-    while j < hi and kinds[j][0] == "code":
-        stripped = lines[j][2].strip()
-        j += 1
-        if stripped and set(stripped) == {fence[0]} and len(stripped) >= len(fence):
-            break
-    return j
 
 
 def parse_markdown(text: str, fallback_title: str, *, title_from_front_matter: bool = True,

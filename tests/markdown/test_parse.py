@@ -216,3 +216,95 @@ def test_a_comment_block_ends_where_the_comment_closes_and_alone_is_no_block():
     assert not any(t.startswith("[01]:") for _, t in blocks)  # link definitions only: no block
     assert not any(t == "<!-- link references -->" for _, t in blocks)
     assert ("html", "<!-- a comment\nover two lines --> and text after it") in blocks
+
+
+def _kinds(text):
+    """(kind, verbatim text) of every block; a block's offsets must cut its text out of the source."""
+    return [(k, t) for _, k, t in _blocks(text, parse_markdown(text, "f"))]
+
+
+def test_a_fence_inside_a_list_item_is_a_code_block_and_the_list_goes_on():
+    """The fence is indented to the item's content column plus up to 3 (4+ spaces from the margin):
+    CommonMark reads it as the item's code, not as the item's text."""
+    text = ("# Steps\n\n1. Run the cmdlet:\n\n    ```powershell\n    Get-Proc *_x\n    ```\n\n"
+            "    The output is:\n\n    ```output\n    Name\n    ```\n\n2. Next step.\n\n"
+            "- nested:\n  - inner\n\n    ```sh\n    echo \\*\n    ```\n")
+    assert _kinds(text) == [
+        ("list", "1. Run the cmdlet:"),
+        ("code", "    ```powershell\n    Get-Proc *_x\n    ```"),
+        ("list", "    The output is:"),
+        ("code", "    ```output\n    Name\n    ```"),
+        ("list", "2. Next step.\n\n- nested:\n  - inner"),
+        ("code", "    ```sh\n    echo \\*\n    ```"),
+    ]
+
+
+def test_a_list_fence_ends_at_its_closing_fence_even_past_code_pasted_at_the_margin():
+    text = "- Create it:\n\n  ```yaml\nkind: Pod\n# not a heading\n  ```\n\nAfter.\n"
+    assert _kinds(text) == [("list", "- Create it:"), ("code", "  ```yaml\nkind: Pod\n# not a heading\n  ```"),
+                            ("p", "After.")]
+
+
+def test_indented_code_after_a_blank_line_and_only_there():
+    text = ("# Usage\n\nRun:\n\n    hugo mod get -u\n\n    hugo mod get -u ./...\n\n\tsource <(hugo completion bash)\n"
+            "\nA paragraph\n    indented continuation, not code.\n\n- item\n\n    item text, not code\n")
+    assert _kinds(text) == [
+        ("p", "Run:"),
+        ("code", "    hugo mod get -u\n\n    hugo mod get -u ./...\n\n\tsource <(hugo completion bash)"),
+        ("p", "A paragraph\n    indented continuation, not code."),
+        ("list", "- item\n\n    item text, not code"),
+    ]
+
+
+def test_a_fence_in_a_quote_is_a_code_block_of_the_quoted_lines():
+    text = ("> Install it:\n>\n> ```sh\n> curl -sSL https://x/install.sh | bash -s -- --opt_a\n> ```\n>\n"
+            "> Then restart.\n")
+    assert _kinds(text) == [("quote", "> Install it:\n>"),
+                            ("code", "> ```sh\n> curl -sSL https://x/install.sh | bash -s -- --opt_a\n> ```"),
+                            ("quote", ">\n> Then restart.")]
+    unclosed = "> ```sh\n> echo 1\n\n# Heading\n"  # the quote ends, and the fence in it
+    p = parse_markdown(unclosed, "f")
+    assert [s.heading_path for s in p.sections] == [[], ["Heading"]]
+    assert _kinds(unclosed) == [("code", "> ```sh\n> echo 1")]
+
+
+def test_nothing_in_an_html_block_is_a_heading():
+    text = ("# Param\n\n<p>if ($x)<br />\n{<br />\n# handle \"Computer\" parameter set<br />\n}</p>\n\n"
+            "# Next\n\n<div>\n\n# A heading: the block ended at the blank line\n\n<!--\n# hidden\n-->\nText.\n")
+    p = parse_markdown(text, "f")
+    headings = [s.heading_path for s in p.sections]
+    assert headings == [["Param"], ["Next"], ["A heading: the block ended at the blank line"]]
+    assert _kinds(text) == [("html", "<p>if ($x)<br />\n{<br />\n# handle \"Computer\" parameter set<br />\n}</p>"),
+                            ("html", "<div>"), ("p", "Text.")]
+
+
+REFERENCE_SNIPPETS = [
+    "# Steps\n\n1. Step:\n\n    ```output\n    x\n    ```\n\n2. Two\n\n   ```sh\n   y\n   ```\n",
+    "- a\n  - b\n\n      ```\n      deep\n      ```\n\n  back in a\n\n```\ntop\n```\n\nSetext\n---\n",
+    "Intro\n\n    code one\n\n\n    code two\n\nText\n    not code\n\n# H\n\n\tcode tab\n",
+    "> ```sh\n> q\n> ```\n\n> text\n> ~~~\n> more\n> ~~~\n\n## H2 {#id}\n",
+    "<table>\n<tr><td>\n# no heading\n</td></tr>\n</table>\n\n# Yes\n\n<span>x</span>\n# Heading too\n\n    code\n",
+    "Title\n=====\n\n````md\n```\nnested\n```\n````\n\n    ~~~\n    code\n",
+    "<!-- c\n# hidden\n-->\n\n<pre>\n\n# in pre\n</pre>\n\n### Three ###\n\n* * *\n\n    after hr\n",
+]
+
+
+@pytest.mark.parametrize("text", REFERENCE_SNIPPETS)
+def test_code_blocks_and_headings_match_commonmark(text):
+    """markdown-it-py (CommonMark) as the reference, on Markdown outside the deliberate deviations in
+    parse.py's docstring: the same code blocks (line ranges) and the same heading lines."""
+    from markdown_it import MarkdownIt
+
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    want_code = {tuple(t.map) for t in tokens if t.type in ("fence", "code_block")}
+    want_heads = {t.map[0] for t in tokens if t.type == "heading_open"}
+    p = parse_markdown(text, "f")
+
+    def line(offset):
+        return text.count("\n", 0, offset)
+
+    got_code = {(line(b.start), line(b.end) + 1) for s in p.sections for b in s.blocks if b.kind == "code"}
+    got_heads = {line(s.heading_start) for s in p.sections if s.heading_start is not None}
+    assert got_code == want_code
+    assert got_heads == want_heads
+    assert want_code and want_heads  # each snippet exercises both
