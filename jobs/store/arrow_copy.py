@@ -105,7 +105,7 @@ def _storable_lists(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     return pa.ListArray.from_arrays(arr.offsets, values, mask=arr.is_null())
 
 
-def _vector_bytes(matrix: np.ndarray) -> pa.Array:
+def vector_bytes(matrix: np.ndarray) -> pa.Array:
     """An (n, d) float32 matrix as pgvector's binary vector per row (vector_send: int16 dimension, int16
     unused, then the float4 values, all big-endian)."""
     n, d = matrix.shape
@@ -126,7 +126,7 @@ def encoded_table(table: pa.Table, pivot: float) -> pa.Table:
         if name not in table.column_names:
             out[name] = pa.nulls(n, pa.binary() if typ in ("vector", "int4[]") else _ARROW_TYPES[typ])
         elif typ == "vector":
-            out[name] = _vector_bytes(vectors(table.column(name), ids))
+            out[name] = vector_bytes(vectors(table.column(name), ids))
         elif typ == "int4[]":
             out[name] = pa.array(lexical.int4_arrays(table.column(name)), pa.binary())
         elif typ == "text[]":

@@ -58,10 +58,22 @@ def lock_texts(conn, hashes) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(%s, k) FROM unnest(%s::int4[]) AS k", (TEXT_LOCK_CLASS, keys))
 
 
+# A commit's text hashes go to the server as one comma-joined string, split there (string_to_array): a
+# list parameter is dumped element by element in Python, which for a commit's thousands of hashes cost
+# the writer more than the server's index probes. A hash is hex, so the comma is never part of one.
+HASHES = "string_to_array(%s, ',')"
+
+
+def hash_list(hashes) -> str:
+    """Hashes (hex sha256s) as the one parameter HASHES splits."""
+    return ",".join(hashes)
+
+
 def held_query(table: sql.Composed) -> sql.Composed:
-    """Which of these texts (%s: hashes) a document other than these (%s: doc ids) holds: through the
-    text_sha256 index, a few probes per commit, whatever the collection's size."""
-    return sql.SQL("SELECT DISTINCT text_sha256 FROM {} WHERE text_sha256 = ANY(%s) AND doc_id <> ALL(%s)").format(table)
+    """Which of these texts (%s: hash_list) a document other than these (%s: doc ids) holds: through
+    the text_sha256 index, a few probes per commit, whatever the collection's size."""
+    return sql.SQL("SELECT DISTINCT text_sha256 FROM {} WHERE text_sha256 = ANY(" + HASHES
+                   + ") AND doc_id <> ALL(%s)").format(table)
 
 
 def stored_mask(conn, table: sql.Composed, doc_ids: list[str], hashes: list[str],
@@ -80,7 +92,7 @@ def stored_mask(conn, table: sql.Composed, doc_ids: list[str], hashes: list[str]
         lock_texts(conn, set(distinct) | set(dropped))
     if not hashes:
         return []
-    held = {r[0] for r in conn.execute(held_query(table), (distinct, sorted(set(doc_ids))))}
+    held = {r[0] for r in conn.execute(held_query(table), (hash_list(distinct), sorted(set(doc_ids))))}
     holder: dict[str, str] = {}
     return [h not in held and holder.setdefault(h, d) == d for d, h in zip(doc_ids, hashes)]
 
@@ -131,7 +143,8 @@ def release(conn, table: sql.Composed, registry: sql.Composed, documents: sql.Co
         return []
     hashes = sorted(dropped)
     still = {r[0] for r in conn.execute(sql.SQL(
-        "SELECT DISTINCT text_sha256 FROM {} WHERE text_sha256 = ANY(%s)").format(table), (hashes,))}
+        "SELECT DISTINCT text_sha256 FROM {} WHERE text_sha256 = ANY(" + HASHES + ")").format(table),
+        (hash_list(hashes),))}
     lost = [h for h in hashes if h not in still]
     if not lost:
         return []
@@ -139,8 +152,8 @@ def release(conn, table: sql.Composed, registry: sql.Composed, documents: sql.Co
         # run_id NULL: released, not a document a run lost (which keeps its run's id).
         "UPDATE {docs} SET status = 'pending', run_id = NULL, updated_at = now() WHERE collection = %s "
         "AND status = 'done' "
-        "AND doc_id IN (SELECT doc_id FROM {registry} WHERE collection = %s AND text_sha256 = ANY(%s)) "
-        "RETURNING source_path").format(docs=documents, registry=registry), (collection, collection, lost))]
+        "AND doc_id IN (SELECT doc_id FROM {registry} WHERE collection = %s AND text_sha256 = ANY(" + HASHES + ")) "
+        "RETURNING source_path").format(docs=documents, registry=registry), (collection, collection, hash_list(lost)))]
     if marked:
         log.info("%d documents shared text only a replaced or removed document held: marked pending, to be "
                  "re-chunked in this run", len(marked))

@@ -12,7 +12,8 @@ renormalised. A document is never split between parts. Per size:
 - load: `corpusmill load --from-parquet` into a fresh collection (Ray, the driver's pass, the writers,
   then the index builds), the loading phase seen from the database (write_path.Sampler) against, in the
   same run: a plain pgvector COPY (one session, binary COPY of the same rows' id, breadcrumb, text and
-  vector into a table of just those columns: pgvector's own rate, what the load is measured against),
+  vector into a table of just those columns, encoded before it starts: pgvector's own rate, what the
+  load is measured against),
   and a raw COPY of the same rows into a chunk table (every contract column, its indexes, the writers'
   Arrow-to-COPY conversion); the index builds' seconds as the load logs them;
 - sizes: the chunk table and each of its indexes;
@@ -198,34 +199,42 @@ def rerun(url: str, run: Path, collection: str) -> dict:
 
 def plain_copy(url: str, run: Path, rows: int) -> dict:
     """pgvector's own rate: one session, one binary COPY per part of the embedded rows' id, breadcrumb,
-    text and vector into a table of only those columns (a primary key, no other index, nothing computed)."""
+    text and vector into a table of only those columns (a primary key, no other index, nothing computed).
+    Every part is encoded (pgpq, as the writers encode theirs) before the first COPY opens, so what the
+    phase times is the server taking the rows, not a client making them."""
+    import pgpq
     import psycopg
-    from pgvector.psycopg import register_vector
     from psycopg import sql
 
+    from jobs.store.arrow_copy import vector_bytes, vectors
+
     table = "bench_plain_copy"
+    streams = []
+    for part in sorted((run / "chunks").glob("part-*.parquet")):
+        t = pq.read_table(part, columns=["chunk_id", "breadcrumb", "text", "embedding", "omitted"])
+        t = t.filter(pc.invert(pc.fill_null(t.column("omitted"), False)))
+        encoded = pa.table({"chunk_id": t.column("chunk_id").cast(pa.string()),
+                            "breadcrumb": t.column("breadcrumb").cast(pa.string()),
+                            "text": t.column("text").cast(pa.string()),
+                            "embedding": vector_bytes(vectors(t.column("embedding"), t.column("chunk_id").to_pylist()))})
+        encoder = pgpq.ArrowToPostgresBinaryEncoder(encoded.schema)
+        streams.append(b"".join([encoder.write_header(),
+                                 *(encoder.write_batch(batch) for batch in encoded.to_batches()), encoder.finish()]))
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(SCHEMA)))
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(SCHEMA, table)))
         conn.execute(sql.SQL("CREATE TABLE {} (chunk_id text PRIMARY KEY, breadcrumb text, text text, "
                              "embedding vector(384))").format(sql.Identifier(SCHEMA, table)))
-        register_vector(conn)
         stmt = sql.SQL("COPY {} (chunk_id, breadcrumb, text, embedding) FROM STDIN WITH (FORMAT BINARY)").format(
             sql.Identifier(SCHEMA, table))
         with Sampler(url, table) as sampler:
             t0 = time.perf_counter()
-            for part in sorted((run / "chunks").glob("part-*.parquet")):
-                t = pq.read_table(part, columns=["chunk_id", "breadcrumb", "text", "embedding", "omitted"])
-                t = t.filter(pc.invert(pc.fill_null(t.column("omitted"), False)))
-                arr = t.column("embedding").combine_chunks()
-                vectors = np.asarray(arr.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(
-                    t.num_rows, -1)
+            for stream in streams:
+                view = memoryview(stream)
                 with conn.transaction(), conn.cursor() as cur, cur.copy(stmt) as copy:
-                    copy.set_types(["text", "text", "text", "vector"])
-                    for row in zip(t.column("chunk_id").to_pylist(), t.column("breadcrumb").to_pylist(),
-                                   t.column("text").to_pylist(), vectors):
-                        copy.write_row(row)
+                    for at in range(0, len(view), 1 << 22):
+                        copy.write(view[at:at + (1 << 22)])
             wall = time.perf_counter() - t0
             conn.execute("SELECT pg_stat_force_next_flush()")
             sampler.wait_for(rows)

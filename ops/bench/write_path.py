@@ -14,11 +14,13 @@ of the chunk table's shape (its terms and BM25 weights as plain columns, doc_id 
   copies as one run of many parts, and as a history of BENCH_WRITE_COPIES runs of one part each (one
   `load --from-parquet RUN1 … RUNn`, with the most writers).
 
-The loading phase of each is seen from the database, as the issue defines it: a sampler reads the
-target table's inserted-row counter (pg_stat_user_tables.n_tup_ins) and the COPY sessions in
-pg_stat_activity every 0.2 s; the phase runs from the first sample with rows to the first with all of
-them. Index builds after it count on neither side. Peak RSS: the loading process's own high-water
-mark (VmHWM), sampled while it runs.
+The loading phase of each is seen from the database, as the issue defines it: a sampler reads, every
+0.2 s, the target table's committed rows (pg_stat_user_tables.n_tup_ins) and the rows COPY sessions
+into it have read so far (pg_stat_progress_copy); the phase runs from the last sample before any row
+arrives to the first with all of them committed. The rows in flight count toward its start: the
+committed counter moves only at a commit, so by it alone a side's first transaction (a whole part, on
+the raw side) would fall before the phase began. Index builds after it count on neither side. Peak
+RSS: the loading process's own high-water mark (VmHWM), sampled while it runs.
 """
 
 from __future__ import annotations
@@ -45,11 +47,13 @@ SCHEMA = "corpusmill"
 
 
 class Sampler:
-    """Inserted rows into `table` and active COPY sessions, every `period` seconds, on its own connection."""
+    """Rows arriving in `table`, every `period` seconds, on its own connection: committed, read by COPY
+    sessions still running, and those sessions."""
 
     def __init__(self, url: str, table: str, pid: int | None = None, period: float = 0.2):
         self.url, self.table, self.pid, self.period = url, table, pid, period
-        self.samples: list[tuple[float, int, int]] = []  # (time, inserted rows, active COPY sessions)
+        # (time, committed rows, rows read by running COPY sessions, running COPY sessions)
+        self.samples: list[tuple[float, int, int, int]] = []
         self.peak_kib = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -78,23 +82,27 @@ class Sampler:
                 conn.execute("SELECT pg_stat_clear_snapshot()")
                 ins = conn.execute("SELECT coalesce(sum(n_tup_ins), 0) FROM pg_stat_user_tables "
                                    "WHERE schemaname = %s AND relname = %s", (SCHEMA, self.table)).fetchone()[0]
-                active = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
-                                      "AND query ILIKE 'COPY%%'").fetchone()[0]
-                self.samples.append((time.perf_counter(), int(ins), int(active)))
+                # A COPY's rows count in n_tup_ins only once its transaction ends; its progress row shows
+                # them as they are read (the table may not exist yet: to_regclass is NULL, no rows).
+                reading, sessions = conn.execute(
+                    "SELECT coalesce(sum(tuples_processed), 0), count(*) FROM pg_stat_progress_copy "
+                    "WHERE relid = to_regclass(%s)", (f"{SCHEMA}.{self.table}",)).fetchone()
+                self.samples.append((time.perf_counter(), int(ins), int(reading), int(sessions)))
                 if self.pid:
                     self.peak_kib = max(self.peak_kib, common.hwm_kib(self.pid))
                 self._stop.wait(self.period)
 
     def phase(self, rows: int) -> dict:
-        """The loading phase: from the last sample before rows appear to the first with all of them."""
-        start = next((i for i, s in enumerate(self.samples) if s[1] > 0), None)
+        """The loading phase: from the last sample before rows arrive (read by a COPY, or committed) to
+        the first with all of them committed."""
+        start = next((i for i, s in enumerate(self.samples) if s[1] > 0 or s[2] > 0), None)
         end = next((s for s in self.samples if s[1] >= rows), None)
         if start is None or end is None:
             return {"rows": self.samples[-1][1] if self.samples else 0, "complete": False}
         t0 = self.samples[max(start - 1, 0)][0]
         seconds = max(end[0] - t0, self.period)
         return {"rows": rows, "seconds": round(seconds, 2), "rows_per_second": round(rows / seconds),
-                "max_copy_sessions": max(s[2] for s in self.samples), "complete": True}
+                "max_copy_sessions": max(s[3] for s in self.samples), "complete": True}
 
 
 def raw_copy(url: str, run: Path, rows: int, build_index: bool = True) -> dict:
