@@ -56,6 +56,7 @@ class PgStore(locks.CollectionLocks, Migrations, CollectionDDL, DocumentRows, Do
         self.owner_tokens: dict[str, str] = {}  # collection -> this run's owner token (locks.take_lease)
         self._depth = 0  # store calls in progress (only the outermost replays after a reconnect)
         self._pivots: dict[str, float] = {}  # chunk table -> its BM25 pivot, once set (jobs/store/lexical.py)
+        self._analysed: set[str] = set()  # chunk tables this store saw with statistics (commits.py)
         try:
             self.conn = self._connect()
         except psycopg.OperationalError as exc:
