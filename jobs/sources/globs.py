@@ -15,6 +15,7 @@ import re
 from functools import lru_cache
 
 from wcmatch import glob
+from wcmatch._wcparse import PatternLimitException  # what translate raises past `limit`; no public name
 
 FLAGS = glob.GLOBSTAR | glob.BRACE | glob.DOTGLOB | glob.FORCEUNIX
 
@@ -56,7 +57,7 @@ def postgres_regex(pattern: str, limit: int = 64) -> str:
     take psycopg parameters."""
     try:
         regexes, _ = glob.translate([pattern], flags=FLAGS, limit=limit)
-    except Exception as exc:  # wcmatch's PatternLimitException, or a ValueError
+    except (PatternLimitException, ValueError) as exc:  # too many alternatives; a pattern it refuses
         raise GlobError(f"glob {pattern[:40]!r}: {exc}") from exc
     groups = []
     for regex in regexes:

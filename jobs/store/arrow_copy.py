@@ -8,6 +8,7 @@ object on the way. Arrow strings are valid UTF-8, so no lone surrogates remain t
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import numpy as np
 import pgpq
@@ -146,6 +147,16 @@ def _encoder(schema: pa.Schema) -> pgpq.ArrowToPostgresBinaryEncoder:
         schema, {**{f.name: pgpq.ArrowToPostgresBinaryEncoder.infer_encoder(f) for f in schema}, **jsonb})
 
 
+def stream(table: pa.Table, encoder: pgpq.ArrowToPostgresBinaryEncoder | None = None) -> Iterator[bytes]:
+    """`table` as a binary COPY stream, piece by piece: the header, its rows a batch at a time, the
+    trailer. `encoder`: pgpq's for the table's schema (None: pgpq's own choice for each column)."""
+    encoder = encoder or pgpq.ArrowToPostgresBinaryEncoder(table.schema)
+    yield encoder.write_header()
+    for batch in table.to_batches(max_chunksize=5000):
+        yield encoder.write_batch(batch)
+    yield encoder.finish()
+
+
 def copy_table(conn, target: sql.Composed, table: pa.Table, pivot: float | None = None) -> int:
     """COPY every row of `table` into `target` (a chunk table) with its BM25 weights at `pivot` (the
     table's, jobs/store/lexical.py; None: looked up, or set from these rows if the table has none), and
@@ -160,12 +171,9 @@ def copy_table(conn, target: sql.Composed, table: pa.Table, pivot: float | None 
     encoded = encoded_table(table, pivot)
     cols = sql.SQL(", ").join(sql.Identifier(c) for c in encoded.column_names)
     stmt = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT BINARY)").format(target, cols)
-    encoder = _encoder(encoded.schema)
     with conn.cursor() as cur, cur.copy(stmt) as copy:
-        copy.write(encoder.write_header())
-        for batch in encoded.to_batches(max_chunksize=5000):
-            copy.write(encoder.write_batch(batch))
-        copy.write(encoder.finish())
+        for data in stream(encoded, _encoder(encoded.schema)):
+            copy.write(data)
     lengths = table.column("lex_length")
     if "omitted" in table.column_names:  # an omitted chunk is stored but not counted in BM25's totals
         kept = pc.invert(pc.fill_null(table.column("omitted"), False))

@@ -202,11 +202,10 @@ def plain_copy(url: str, run: Path, rows: int) -> dict:
     text and vector into a table of only those columns (a primary key, no other index, nothing computed).
     Every part is encoded (pgpq, as the writers encode theirs) before the first COPY opens, so what the
     phase times is the server taking the rows, not a client making them."""
-    import pgpq
     import psycopg
     from psycopg import sql
 
-    from jobs.store.arrow_copy import vector_bytes, vectors
+    from jobs.store.arrow_copy import stream, vector_bytes, vectors
 
     table = "bench_plain_copy"
     streams = []
@@ -217,9 +216,7 @@ def plain_copy(url: str, run: Path, rows: int) -> dict:
                             "breadcrumb": t.column("breadcrumb").cast(pa.string()),
                             "text": t.column("text").cast(pa.string()),
                             "embedding": vector_bytes(vectors(t.column("embedding"), t.column("chunk_id").to_pylist()))})
-        encoder = pgpq.ArrowToPostgresBinaryEncoder(encoded.schema)
-        streams.append(b"".join([encoder.write_header(),
-                                 *(encoder.write_batch(batch) for batch in encoded.to_batches()), encoder.finish()]))
+        streams.append(b"".join(stream(encoded)))
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(SCHEMA)))
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
@@ -230,8 +227,8 @@ def plain_copy(url: str, run: Path, rows: int) -> dict:
             sql.Identifier(SCHEMA, table))
         with Sampler(url, table) as sampler:
             t0 = time.perf_counter()
-            for stream in streams:
-                view = memoryview(stream)
+            for data in streams:
+                view = memoryview(data)
                 with conn.transaction(), conn.cursor() as cur, cur.copy(stmt) as copy:
                     for at in range(0, len(view), 1 << 22):
                         copy.write(view[at:at + (1 << 22)])
@@ -310,11 +307,10 @@ def search(url: str, collection: str, texts: list[str], vectors, rows: int) -> d
         out.update({mode: latency(store, coll, texts, vectors, mode) for mode in MODES})
         if rows <= EXACT_MAX:
             out["text_exact"] = latency(store, coll, texts, vectors, "text", exact=True)
-            out["bm25_top10_agreement"] = bm25_agreement(store, coll, texts)
-            out["bm25_agreement_queries"] = len(texts)
-        elif AGREEMENT_QUERIES_LARGE:
-            out["bm25_top10_agreement"] = bm25_agreement(store, coll, texts[:AGREEMENT_QUERIES_LARGE])
-            out["bm25_agreement_queries"] = min(len(texts), AGREEMENT_QUERIES_LARGE)
+        asked = texts if rows <= EXACT_MAX else texts[:AGREEMENT_QUERIES_LARGE]
+        if asked:
+            out["bm25_top10_agreement"] = bm25_agreement(store, coll, asked)
+            out["bm25_agreement_queries"] = len(asked)
     return out
 
 

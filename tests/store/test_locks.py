@@ -162,6 +162,14 @@ def test_the_main_thread_is_interrupted_where_sigint_is_ignored():
         signal.signal(signal.SIGINT, saved)
 
 
+def _until_gone(url: str, pid: int, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    with psycopg.connect(url, autocommit=True) as conn:
+        while conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone():
+            assert time.monotonic() < deadline, f"backend {pid} still there {seconds} s after its client closed"
+            time.sleep(0.05)
+
+
 def test_a_new_run_keeps_the_work_items_of_a_live_run_and_clears_a_dead_ones(pg_url):
     with PgStore(pg_url) as store:
         store.migrate()
@@ -171,7 +179,9 @@ def test_a_new_run_keeps_the_work_items_of_a_live_run_and_clears_a_dead_ones(pg_
     try:
         live.add([item], [(1, None)])
         dead.add([item], [(1, None)])
+        pid = dead.conn.info.backend_pid
         dead.conn.close()  # its driver died: its rows stay behind
+        _until_gone(pg_url, pid)  # the server ends the session (and its lock) a moment after the close
         with WorkItems(pg_url, "corpusmill", "items", "run-new") as new:
             with psycopg.connect(pg_url) as conn:
                 left = {r[0] for r in conn.execute(
