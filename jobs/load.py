@@ -31,7 +31,7 @@ from jobs.errors import ConfigError, NotFoundError
 from jobs.sources.storage import StorageOptions
 from jobs.sources.uris import is_remote
 from jobs.store import lexical
-from jobs.store.parquet import part_paths, read_part, read_run_json
+from jobs.store.parquet import part_paths, read_part, read_run_json, terms_current
 from jobs.store.pgvector import PgStore
 from jobs.store.url import database_url
 
@@ -157,7 +157,10 @@ def prepare_part(part: pa.Table, collection: str, skip: set[str]) -> pa.Table:
              .append_column("collection", pa.array([collection] * len(keep), pa.string()))
              .append_column("row_kind", pa.array(["chunk"] * len(keep), pa.string()))
              .append_column("doc_rows", pa.array([counts[d] for d in kept_docs], pa.int32())))
-    # Parquet from before the terms were analysed on the workers: analysed here, once, on the read tasks.
+    # Parquet from before the terms were analysed on the workers, or analysed by an earlier analyser:
+    # analysed here, once, on the read tasks.
+    if not terms_current(part.schema):
+        table = table.drop_columns([c for c in lexical.LEX_COLUMNS if c in table.column_names])
     table = lexical.fill(table)
     if _grouped(kept_docs, table.column("seq").to_numpy()):
         return table  # as a run writes its parts: each document's rows together, in seq order

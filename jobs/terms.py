@@ -12,9 +12,14 @@ What a term is:
   configuration uses (`english_stem`), from its C implementation, so stems match what `to_tsvector`
   gave and what `ts_headline` (passages, jobs/search/hits.py) marks.
 - An identifier (`max_locks_per_transaction`, `camelCase`, `foo-bar`, `v1.2.3`, `hugo.toml`) yields the
-  whole token, lowercased and unstemmed, and each of its parts as a word: a query for the exact name finds
-  it, and so does one for its words. PostgreSQL's parser splits `max_locks_per_transaction` into four
-  words and keeps no whole, so an option's name ranked no higher than prose that uses its words.
+  whole token, lowercased and unstemmed, and each of its parts as a word: a chunk that names it is found
+  by a query for the exact name and by one for its words. PostgreSQL's parser splits
+  `max_locks_per_transaction` into four words and keeps no whole, so an option's name ranked no higher
+  than prose that uses its words.
+- In a query, an identifier is the name only (its whole term): whoever types `PSVersionTable` or
+  `Get-ChildItem` means that name, and its parts as words of their own (`version`, `table`, `item`)
+  ranked every page that uses those words beside the ones that name it (PowerShell's dev set lost page
+  hit@1 to it; docs/benchmarks.md, Retrieval). Words typed as words find the parts as before.
 - A path or link target (`/dotnet/api/system.management.automation.powershell`, `../includes/a.md`,
   `and/or`: word characters, `.`, `~`, `-` runs joined by `/`) is one term, whole and lowercased, as
   PostgreSQL's `file` token was: the words of the links a page carries are not its words.
@@ -22,7 +27,17 @@ What a term is:
 
 A term's id is a stable hash of it (BLAKE2b, never Python's salted `hash()`) into 1 .. 10^9, pgvector's
 largest sparsevec dimension: the chunk table stores ids, the BM25 weights are a sparse vector over them.
-Two terms that collide only merge their counts. The length is the number of kept terms (tokens).
+Two terms that collide only merge their counts.
+
+A chunk's length (BM25's dl) is its number of distinct terms, as PostgreSQL's `length(tsvector)` counted
+it for the BM25 this replaced: a chunk that repeats its words (a code block, a table of one column's
+values) is not made long by the repeats, and on every dev set this ranked at least as well as counting
+every term, better on PowerShell's and openshift-docs' pages (docs/benchmarks.md, Retrieval).
+
+TERMS_VERSION names what `analyse` makes. A chunk table records the version its terms were made by
+(jobs/store/lexical.py) and a Parquet part carries it in its metadata (jobs/store/parquet.py): a table or
+part of another version is analysed again on the write side (its next ingest, load or reembed), since a
+query analysed by this code finds terms only where the chunks were analysed alike.
 """
 
 from __future__ import annotations
@@ -35,6 +50,8 @@ import numpy as np
 import Stemmer
 
 DIMENSION = 1_000_000_000  # term ids are 1 .. DIMENSION (pgvector's sparsevec allows no more)
+# 1: a chunk's length counted every term; 2: its distinct terms.
+TERMS_VERSION = 2
 
 # PostgreSQL's share/tsearch_data/english.stop (itself Snowball's English stop list), under the PostgreSQL
 # licence (a BSD-style licence: "Permission to use, copy, modify, and distribute this software … is
@@ -99,16 +116,18 @@ def _ids(token: str) -> tuple[int, ...]:
     return found
 
 
-def analyse(text: str | None) -> tuple[list[int], list[int], int]:
-    """(sorted distinct term ids, each one's frequency, the number of terms) of `text`."""
+def analyse(text: str | None, query: bool = False) -> tuple[list[int], list[int], int]:
+    """(sorted distinct term ids, each one's frequency, the length: the number of distinct terms) of
+    `text`; `query`: an identifier gives its whole term only (the module's rules)."""
     counts: Counter[int] = Counter()
     text = text or ""
     for path in _PATH.findall(text):
         counts[term_id(path.lower())] += 1
     for token in _TOKEN.findall(_PATH.sub(" ", text)):
-        counts.update(_ids(token))
+        ids = _ids(token)
+        counts.update(ids[:1] if query else ids)
     ids = sorted(counts)
-    return ids, [counts[i] for i in ids], sum(counts.values())
+    return ids, [counts[i] for i in ids], len(ids)
 
 
 def chunk_text(breadcrumb: str | None, text: str | None) -> str:
@@ -123,8 +142,9 @@ def analyse_chunk(breadcrumb: str | None, text: str | None) -> dict:
 
 
 def query_terms(query: str) -> list[int]:
-    """A query's distinct term ids: what BM25 weighs it by (a repeated query word counts once)."""
-    return analyse(query)[0]
+    """A query's distinct term ids: what BM25 weighs it by (a repeated query word counts once; an
+    identifier is its whole name)."""
+    return analyse(query, query=True)[0]
 
 
 K1, B = 1.2, 0.75  # BM25's (Robertson's) constants, the document side's and exact BM25's

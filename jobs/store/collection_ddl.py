@@ -117,20 +117,22 @@ class CollectionDDL:
 
     @reconnecting
     def upgrade_lexical(self, coll: Collection) -> bool:
-        """Bring a chunk table from before text analysis left the database to today's shape
-        (jobs/store/lexical_upgrade.py): a write command's step, never a search's. True when it ran."""
+        """Bring a chunk table from before text analysis left the database, or with an earlier analyser's
+        terms, to today's shape (jobs/store/lexical_upgrade.py): a write command's step, never a
+        search's. True when it ran."""
         if not upgrades.needed(self.conn, self.schema, coll.chunk_table):
             return False
         log.info("collection %s: analysing its chunks' terms outside the database (a one-time upgrade of %s)",
                  coll.name, coll.chunk_table)
         upgrades.upgrade(self.conn, self.schema, coll.chunk_table)
+        self._pivots.pop(coll.chunk_table, None)  # set anew from the analysed rows
         return True
 
     @reconnecting
     def lexical_ready(self, coll: Collection) -> bool:
-        """Whether the collection's table has today's lexical columns (False: its next ingest or load
-        upgrades it; text search needs them)."""
-        return not upgrades.needed(self.conn, self.schema, coll.chunk_table)
+        """Whether every row of the collection's table has terms, which text search needs (False: its next
+        ingest or load upgrades it). Terms of an earlier analyser still answer until then."""
+        return upgrades.searchable(self.conn, self.schema, coll.chunk_table)
 
     # Indexes no commit reads: vector reuse's md5(embed_text) (an ingest looks texts up before it embeds,
     # not while it commits) and the metadata filters' GIN. A load into an empty table drops them and

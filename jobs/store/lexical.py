@@ -2,7 +2,7 @@
 its cost depends on the query and k, not on the collection's size (the query side: jobs/search/bm25.py).
 
 The text is analysed once, on the Ray workers, by jobs/terms.py: each chunk row carries its term ids
-(`lex_terms`, sorted), their frequencies (`lex_tfs`) and its length in terms (`lex_length`), and the
+(`lex_terms`, sorted), their frequencies (`lex_tfs`) and its length in distinct terms (`lex_length`), and the
 writers COPY them as plain columns. The database does no text work on the write path: no generated
 column, no per-row function. What the store keeps per chunk table:
 
@@ -21,7 +21,8 @@ of a run, or a sample of the whole table when an older table is upgraded), kept 
 and fixed from then on, so no write ever rewrites the table (the pivot of pivoted length normalisation
 need only be near the mean length, and a table's mean moves little once it holds a run). Exact BM25
 (`--exact`, jobs/search/bm25.py) uses the same pivot, so indexed and exact scores agree up to float32
-rounding.
+rounding. `lexical_pivots` also records which version of the analyser made the table's terms
+(jobs/terms.py TERMS_VERSION): a table of another version is analysed again on its next write.
 
 The query side uses the current N: `lexical_totals`, which statement triggers keep as commits write
 (they count rows and sum `lex_length`, no text work); `totals` reads it.
@@ -37,7 +38,7 @@ import pyarrow.compute as pc
 from psycopg import sql
 
 from jobs.errors import DataFault
-from jobs.terms import DIMENSION, MAX_DIMS, analyse_chunk, bm25_weights
+from jobs.terms import DIMENSION, MAX_DIMS, TERMS_VERSION, analyse_chunk, bm25_weights
 
 DEFAULT_PIVOT = 40.0  # the pivot of a table no commit has set one for yet (an empty table)
 LEX_COLUMNS = ("lex_terms", "lex_tfs", "lex_length")
@@ -143,13 +144,16 @@ def pivot(conn, schema: str, table: str) -> float | None:
     return float(row[0]) if row else None
 
 
-def settle_pivot(conn, schema: str, table: str, mean: float, backfilled: bool = True) -> float:
+def settle_pivot(conn, schema: str, table: str, mean: float, backfilled: bool = True,
+                 analysing: bool = False) -> float:
     """The table's pivot: `mean` if this is the first call for the table, else the one set before (two
-    first commits at once: the second waits on the first's row and takes its pivot)."""
+    first commits at once: the second waits on the first's row and takes its pivot). The row records
+    that this release's analyser (TERMS_VERSION) makes the table's terms; `backfilled` false: its rows
+    have no terms yet, `analysing`: its rows are being analysed again (jobs/store/lexical_upgrade.py)."""
     pivots = sql.Identifier(schema, "lexical_pivots")
-    conn.execute(sql.SQL("INSERT INTO {} (chunk_table, pivot, backfilled) VALUES (%s, %s, %s) "
+    conn.execute(sql.SQL("INSERT INTO {} (chunk_table, pivot, backfilled, terms, analysed_to) VALUES (%s, %s, %s, %s, %s) "
                          "ON CONFLICT (chunk_table) DO NOTHING").format(pivots),
-                 (table, round(max(mean, 1.0), 3), backfilled))
+                 (table, round(max(mean, 1.0), 3), backfilled, TERMS_VERSION, "" if analysing else None))
     return pivot(conn, schema, table)
 
 
@@ -159,10 +163,11 @@ def pivot_of(conn, schema: str, table: str, rows: pa.Table) -> float:
 
 
 def copy_pivot(conn, schema: str, source: str, target: str) -> None:
-    """`target` takes `source`'s pivot (a new embedding space of a collection: its rows and weights are
-    copied from the active space's, jobs/store/spaces.py)."""
-    conn.execute(sql.SQL("INSERT INTO {p} (chunk_table, pivot) SELECT %s, pivot FROM {p} WHERE chunk_table = %s "
-                         "ON CONFLICT (chunk_table) DO UPDATE SET pivot = EXCLUDED.pivot").format(
+    """`target` takes `source`'s pivot and terms version (a new embedding space of a collection: its rows
+    and weights are copied from the active space's, jobs/store/spaces.py)."""
+    conn.execute(sql.SQL("INSERT INTO {p} (chunk_table, pivot, terms) SELECT %s, pivot, terms FROM {p} "
+                         "WHERE chunk_table = %s "
+                         "ON CONFLICT (chunk_table) DO UPDATE SET pivot = EXCLUDED.pivot, terms = EXCLUDED.terms").format(
         p=sql.Identifier(schema, "lexical_pivots")), (target, source))
 
 

@@ -1,17 +1,25 @@
-"""A chunk table made before text analysis left the database, brought to today's shape on its next
-ingest, load or reembed (PgStore.ensure_collection; never on a read).
+"""A chunk table whose terms this release's analyser did not make, brought to today's shape on its next
+ingest, load or reembed (PgStore.ensure_collection; never on a read). Two kinds:
 
-Such a table has the generated columns `tsv` (to_tsvector, under a GIN index) and `lex` (bm25_document,
-migration 007, under an HNSW index). The upgrade, resumable at every step:
+- a table made before text analysis left the database: the generated columns `tsv` (to_tsvector, under a
+  GIN index) and `lex` (bm25_document, migration 007, under an HNSW index);
+- a table whose terms an earlier analyser made (`lexical_pivots.terms` is not jobs/terms.py
+  TERMS_VERSION): a query analysed by this release finds its terms only in chunks analysed alike.
+
+The upgrade, resumable at every step:
 
 1. one transaction: `tsv` and its GIN index are dropped, `lex` stops being generated (DROP EXPRESSION
-   keeps its values, no rewrite) and its HNSW index is dropped (the weights change), the columns
-   lex_terms, lex_tfs and lex_length are added, and the pivot is set from the first batch (chunk ids are
-   hashes, so the first by id are a sample of the table) with `backfilled` false;
-2. batches of BATCH_ROWS rows not yet analysed: chunk id, breadcrumb and text read, analysed here
-   (jobs/terms.py), their weights computed at the pivot, COPYed into a temporary table and written by one
-   UPDATE … FROM, each batch its own transaction (a crash resumes at the next unanalysed row);
-3. `backfilled` true, the totals re-seeded from lex_length (lexical.install_triggers).
+   keeps its values, no rewrite), the columns lex_terms, lex_tfs and lex_length are added where missing;
+   the indexes over `lex` and `lex_terms` are dropped (the weights and terms change), and the pivot is
+   set anew from the first batch analysed (chunk ids are hashes, so the first by id are a sample of the
+   table), with this release's version and `analysed_to` '' (the batches start at the first chunk id);
+   `backfilled` is false where the rows have no terms at all yet (the old shape: searches wait for it);
+2. batches of BATCH_ROWS rows in chunk id order after `analysed_to`: chunk id, breadcrumb and text read,
+   analysed here (jobs/terms.py), their weights computed at the pivot, COPYed into a temporary table and
+   written by one UPDATE … FROM, each batch its own transaction with `analysed_to` set to its last chunk
+   id (a crash resumes after it; a table of the earlier version answers searches with its old terms
+   meanwhile);
+3. `backfilled` true and `analysed_to` NULL, the totals re-seeded from lex_length (lexical.install_triggers).
 
 The indexes (GIN over lex_terms, HNSW over lex) are built by `ensure_indexes` (here too: the lexical
 columns' DDL lives in this module) after the run, as for a new table.
@@ -27,7 +35,7 @@ from psycopg import sql
 
 from jobs.store import index_build, lexical
 from jobs.store.names import index_name
-from jobs.terms import MAX_DIMS
+from jobs.terms import MAX_DIMS, TERMS_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -42,31 +50,51 @@ def _columns(conn, schema: str, table: str) -> dict[str, str]:
         "AND a.attnum > 0 AND NOT a.attisdropped", (schema, table)).fetchall())
 
 
+def _state(conn, schema: str, table: str) -> tuple[bool, int, str | None] | None:
+    """(backfilled, terms version, analysed_to) of `table`'s pivot row (None: no commit has set one)."""
+    return conn.execute(sql.SQL("SELECT backfilled, terms, analysed_to FROM {} WHERE chunk_table = %s").format(
+        sql.Identifier(schema, "lexical_pivots")), (table,)).fetchone()
+
+
+def _old_shape(cols: dict[str, str]) -> bool:
+    return "lex_terms" not in cols or "tsv" in cols or cols.get("lex") == "s" or "lex" not in cols
+
+
 def needed(conn, schema: str, table: str) -> bool:
-    """Whether `table` still has the old shape, or an upgrade of it stopped before its last batch."""
+    """Whether `table` still has the old shape or terms of another analyser, or an upgrade of it stopped
+    before its last batch."""
     cols = _columns(conn, schema, table)
     if not cols:
         return False
-    if "lex_terms" not in cols or "tsv" in cols or cols.get("lex") == "s" or "lex" not in cols:
+    if _old_shape(cols):
         return True
-    row = conn.execute(sql.SQL("SELECT backfilled FROM {} WHERE chunk_table = %s").format(
-        sql.Identifier(schema, "lexical_pivots")), (table,)).fetchone()
-    return row is not None and not row[0]
+    state = _state(conn, schema, table)
+    return state is not None and (not state[0] or state[1] != TERMS_VERSION or state[2] is not None)
+
+
+def searchable(conn, schema: str, table: str) -> bool:
+    """Whether every row of `table` has terms (of this analyser or an earlier one): what BM25 needs."""
+    cols = _columns(conn, schema, table)
+    if not cols:
+        return True
+    state = None if _old_shape(cols) else _state(conn, schema, table)
+    return not _old_shape(cols) and (state is None or state[0])
 
 
 def _batch(conn, t: sql.Composed, after: str, limit: int) -> pa.Table:
-    rows = conn.execute(sql.SQL("SELECT chunk_id, breadcrumb, text FROM {} WHERE lex_terms IS NULL AND chunk_id > %s "
+    rows = conn.execute(sql.SQL("SELECT chunk_id, breadcrumb, text FROM {} WHERE chunk_id > %s "
                                 "ORDER BY chunk_id LIMIT %s").format(t), (after, limit)).fetchall()
     return pa.table({"chunk_id": pa.array([r[0] for r in rows], pa.string()),
                      "breadcrumb": pa.array([r[1] for r in rows], pa.string()),
                      "text": pa.array([r[2] for r in rows], pa.large_string())})
 
 
-def _reshape(conn, schema: str, table: str, batch_rows: int) -> None:
-    """Step 1, in the caller's transaction."""
+def _reshape(conn, schema: str, table: str, batch_rows: int) -> str:
+    """Step 1, in the caller's transaction; returns the chunk id the batches start after."""
     t = sql.Identifier(schema, table)
     cols = _columns(conn, schema, table)
     conn.execute(sql.SQL("LOCK TABLE {} IN SHARE ROW EXCLUSIVE MODE").format(t))
+    old_shape = _old_shape(cols)
     if "tsv" in cols:
         conn.execute(sql.SQL("ALTER TABLE {} DROP COLUMN tsv").format(t))  # its GIN index goes with it
     if cols.get("lex") == "s":
@@ -74,31 +102,37 @@ def _reshape(conn, schema: str, table: str, batch_rows: int) -> None:
     conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS lex sparsevec(1000000000), "
                          "ADD COLUMN IF NOT EXISTS lex_terms int4[], ADD COLUMN IF NOT EXISTS lex_tfs int4[], "
                          "ADD COLUMN IF NOT EXISTS lex_length int4").format(t))
+    state = _state(conn, schema, table)
+    if state is not None and state[1] == TERMS_VERSION and state[2] is not None:
+        return state[2]  # resumed: this analyser's batches stopped after that chunk id
     for (index,) in conn.execute(
             "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_class r "
             "ON r.oid = i.indrelid JOIN pg_namespace n ON n.oid = r.relnamespace JOIN pg_attribute a "
             "ON a.attrelid = r.oid AND a.attnum = i.indkey[0] WHERE n.nspname = %s AND r.relname = %s "
-            "AND a.attname = 'lex'", (schema, table)).fetchall():
+            "AND a.attname IN ('lex', 'lex_terms')", (schema, table)).fetchall():
         conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(schema, index)))
-    if lexical.pivot(conn, schema, table) is None:
-        sample = lexical.fill(_batch(conn, t, "", batch_rows))
-        if sample.num_rows:
-            lexical.settle_pivot(conn, schema, table, lexical.mean_length(sample), backfilled=False)
+    lexical.forget_pivot(conn, schema, table)
+    sample = lexical.fill(_batch(conn, t, "", batch_rows))
+    if sample.num_rows:
+        lexical.settle_pivot(conn, schema, table, lexical.mean_length(sample),
+                             backfilled=not old_shape and (state is None or state[0]), analysing=True)
+    return ""
 
 
 def upgrade(conn, schema: str, table: str, batch_rows: int = BATCH_ROWS) -> int:
-    """Bring `table` to today's shape (the module's steps); returns the rows analysed now."""
+    """Bring `table` to today's shape and terms (the module's steps); returns the rows analysed now."""
     started = time.monotonic()
     with conn.transaction():
-        _reshape(conn, schema, table, batch_rows)
-    t = sql.Identifier(schema, table)
+        after = _reshape(conn, schema, table, batch_rows)
+    t, pivots = sql.Identifier(schema, table), sql.Identifier(schema, "lexical_pivots")
     piv = lexical.pivot(conn, schema, table) or lexical.DEFAULT_PIVOT
-    done, after = 0, ""
+    done = 0
     while True:
         batch = _batch(conn, t, after, batch_rows)
         if not batch.num_rows:
             break
         batch = lexical.fill(batch)
+        after = batch.column("chunk_id")[-1].as_py()
         with conn.transaction():
             conn.execute("CREATE TEMP TABLE IF NOT EXISTS lexical_backfill (chunk_id text, lex_terms int4[], "
                          "lex_tfs int4[], lex_length int4, lex sparsevec(1000000000)) ON COMMIT DELETE ROWS")
@@ -111,13 +145,13 @@ def upgrade(conn, schema: str, table: str, batch_rows: int = BATCH_ROWS) -> int:
             conn.execute(sql.SQL("UPDATE {} c SET lex_terms = b.lex_terms, lex_tfs = b.lex_tfs, "
                                  "lex_length = b.lex_length, lex = b.lex FROM lexical_backfill b "
                                  "WHERE c.chunk_id = b.chunk_id").format(t))
+            conn.execute(sql.SQL("UPDATE {} SET analysed_to = %s WHERE chunk_table = %s").format(pivots), (after, table))
         done += batch.num_rows
-        after = batch.column("chunk_id")[-1].as_py()
-    conn.execute(sql.SQL("UPDATE {} SET backfilled = true WHERE chunk_table = %s").format(
-        sql.Identifier(schema, "lexical_pivots")), (table,))
+    conn.execute(sql.SQL("UPDATE {} SET backfilled = true, analysed_to = NULL WHERE chunk_table = %s").format(pivots),
+                 (table,))
     lexical.install_triggers(conn, schema, table)
-    log.info("%s: upgraded to terms analysed outside the database (%d rows, pivot %.1f) in %.1f s",
-             table, done, piv, time.monotonic() - started)
+    log.info("%s: terms analysed by analyser version %d outside the database (%d rows, pivot %.1f) in %.1f s",
+             table, TERMS_VERSION, done, piv, time.monotonic() - started)
     return done
 
 

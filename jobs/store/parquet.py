@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from jobs.rows import CONTRACT_FIELDS, CONTRACT_NAMES
 from jobs.sources.storage import StorageOptions, locate
 from jobs.sources.uris import is_remote, local_path
+from jobs.terms import TERMS_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +40,25 @@ EXTRA_FIELDS = [pa.field("content_sha256", pa.string())]
 PARQUET_NAMES = CONTRACT_NAMES + [f.name for f in EXTRA_FIELDS]
 
 
+# A part's metadata names the analyser version its rows' terms were made by (jobs/terms.py): a load
+# analyses the rows of a part without it, or of another version, again (terms_current).
+TERMS_KEY = b"corpusmill.terms"
+
+
 def contract_schema(dimension: int) -> pa.Schema:
     fields = [pa.field("embedding", pa.list_(pa.float32(), dimension)) if f.name == "embedding" else f
               for f in CONTRACT_FIELDS]
-    return pa.schema(fields + EXTRA_FIELDS)
+    return pa.schema(fields + EXTRA_FIELDS, metadata={TERMS_KEY: str(TERMS_VERSION).encode()})
+
+
+def with_current_terms(table: pa.Table) -> pa.Table:
+    """`table` (whose term columns this release's analyser made) marked so, as a part written here is."""
+    return table.replace_schema_metadata({**(table.schema.metadata or {}), TERMS_KEY: str(TERMS_VERSION).encode()})
+
+
+def terms_current(schema: pa.Schema) -> bool:
+    """Whether a part's rows carry terms this release's analyser made (the part says so in its metadata)."""
+    return (schema.metadata or {}).get(TERMS_KEY) == str(TERMS_VERSION).encode()
 
 
 def _part_number(name: str) -> int:

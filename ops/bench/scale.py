@@ -45,6 +45,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jobs.store import lexical
+from jobs.store.parquet import terms_current, with_current_terms
 from ops.bench import common
 from ops.bench.write_path import Sampler, raw_copy
 
@@ -103,7 +104,7 @@ def perturbed(seed: pa.Table, copy: int, rng: np.random.Generator) -> pa.Table:
     vectors = np.asarray(arr.filter(pa.array(present)).flatten().to_numpy(zero_copy_only=False),
                          dtype=np.float32).reshape(int(present.sum()), -1)
     # The copy's terms, analysed again for its changed text (as the workers would have analysed it).
-    t = lexical.fill(t.drop_columns([c for c in lexical.LEX_COLUMNS if c in t.column_names]))
+    t = with_current_terms(lexical.fill(t.drop_columns([c for c in lexical.LEX_COLUMNS if c in t.column_names])))
     moved = vectors + rng.normal(0.0, NOISE, vectors.shape).astype(np.float32)
     moved /= np.linalg.norm(moved, axis=1, keepdims=True)
     rows = iter(moved.tolist())
@@ -115,9 +116,9 @@ def make_run(seed_dir: Path, seed: pa.Table, size: int, dest: Path) -> int:
     """A run directory of about `size` rows (whole documents) of perturbed copies; returns its rows."""
     chunks = dest / "chunks"
     parts = sorted(chunks.glob("part-*.parquet"))
-    if (dest / "rows").exists() and parts and "lex_terms" in pq.read_schema(parts[0]).names:
+    if (dest / "rows").exists() and parts and terms_current(pq.read_schema(parts[0])):
         return int((dest / "rows").read_text())
-    for stale in parts:  # made before the chunks carried their terms: made again
+    for stale in parts:  # made before the chunks carried this analyser's terms: made again
         stale.unlink()
     chunks.mkdir(parents=True, exist_ok=True)
     if (seed_dir / "run.json").exists():

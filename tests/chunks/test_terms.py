@@ -22,7 +22,7 @@ def test_a_word_in_another_inflection_is_the_same_term():
 
 def test_stop_words_and_case_behave_alike_in_a_chunk_and_in_a_query():
     ids, tfs, length = analyse("The Server and THE servers")
-    assert ids == query_terms("server") and tfs == [2] and length == 2  # `the`, `and` dropped; case folded
+    assert ids == query_terms("server") and tfs == [2] and length == 1  # `the`, `and` dropped; case folded
     assert query_terms("the and of") == []
     assert analyse_chunk("Guide › Setup", "the servers")["lex_terms"] == sorted(
         set(query_terms("guide setup server")))
@@ -35,10 +35,20 @@ def test_stop_words_and_case_behave_alike_in_a_chunk_and_in_a_query():
     ("hugo.toml", "hugo.toml", {"hugo", "toml"}),
     ("camelCase", "camelcas", {"camel", "case"}),  # a word without joiners: its whole is stemmed too
     ("HTTPServer", "httpserver", {"http", "server"}),
+    ("Get-ChildItem", "get-childitem", {"get", "child", "item"}),
 ])
 def test_an_identifier_yields_its_whole_and_its_parts(token, whole, parts):
     found = token_terms(token)
     assert found[0] == whole and set(found[1:]) == parts
+
+
+@pytest.mark.parametrize(("query", "words"), [("PSVersionTable", "ps version table"),
+                                              ("Get-ChildItem", "get child item"),
+                                              ("max_locks_per_transaction", "max locks per transaction")])
+def test_a_query_identifier_is_its_name_and_words_typed_as_words_find_its_parts(query, words):
+    named = set(analyse(f"Run {query} first")[0])
+    assert query_terms(query) == [term_id(token_terms(query)[0])]  # the name, not `version` or `item`
+    assert set(query_terms(query)) <= named and set(query_terms(words)) <= named
 
 
 def test_an_identifier_is_found_by_its_name_and_by_its_words():
@@ -63,9 +73,10 @@ def test_term_ids_are_stable_across_processes_and_in_range():
     assert all(1 <= i <= DIMENSION for i in here)
 
 
-def test_terms_are_sorted_and_distinct_with_their_counts():
+def test_terms_are_sorted_and_distinct_with_their_counts_and_the_length_counts_each_once():
     ids, tfs, length = analyse("lock locks locking unlock")
-    assert ids == sorted(set(ids)) and sum(tfs) == length == 4
+    assert ids == sorted(set(ids)) and sorted(tfs) == [1, 3] and length == len(ids) == 2
+    assert analyse("select select select select from t")[2] == analyse("select from t")[2]  # repeats add no length
 
 
 def test_bm25_weights_follow_the_formula():

@@ -3,14 +3,18 @@ against exact BM25 (jobs/search/bm25.py) on the embedded PostgreSQL. The queries
 tests/search/test_bm25.py."""
 
 import re
+import struct
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pytest
 from psycopg import sql
 
 from jobs.search import bm25
 from jobs.search.ranking import search_many
 from jobs.store import arrow_copy, lexical
+from jobs.terms import DIMENSION, bm25_weights
 from tests.factories import chunk_row, doc_row, unit_vector
 
 DIM = 4
@@ -139,3 +143,27 @@ def test_a_chunk_of_more_than_a_thousand_terms_keeps_its_thousand_heaviest_and_i
     assert stored.count(":") == 1000
     [hits] = search_many(store, coll, [unit_vector(0, DIM)], 2, queries=["term0007"], mode="text")
     assert [h["chunk_id"] for h in hits] == ["lex_wide-d1-0", "lex_wide-d0-0"]  # the short chunk first, as BM25 has it
+
+
+def _int4_array_send(values: list[int]) -> bytes:
+    """PostgreSQL's array_send of an int4[], written out field by field (the reference for the numpy build)."""
+    if not values:
+        return struct.pack(">iii", 0, 0, 23)
+    return struct.pack(">iiiii", 1, 0, 23, len(values), 1) + b"".join(struct.pack(">ii", 4, v) for v in values)
+
+
+def test_term_lists_and_weights_are_built_as_postgresql_and_pgvector_read_them():
+    many = list(range(1, lexical.MAX_DIMS + 301))  # more terms than an HNSW index takes
+    rows = pa.table({"lex_terms": pa.array([[3, 9], [], [5], many], pa.list_(pa.int32())),
+                     "lex_tfs": pa.array([[1, 4], [], [2], [1 + i % 7 for i in range(len(many))]], pa.list_(pa.int32())),
+                     "lex_length": pa.array([2, 0, 1, len(many)], pa.int32())})
+    assert lexical.int4_arrays(rows.column("lex_terms")) == [_int4_array_send(v) for v in
+                                                                          rows.column("lex_terms").to_pylist()]
+    sent = lexical.sparse_weights(rows, 30.0)
+    for terms, tfs, length, got in zip(*(rows.column(c).to_pylist() for c in lexical.LEX_COLUMNS), sent):
+        w = np.asarray(bm25_weights(np.array(tfs), length, 30.0), dtype=np.float32)
+        keep = sorted(np.lexsort((terms, -w.astype(np.float64)))[:lexical.MAX_DIMS]) if terms else []
+        assert got == (struct.pack(">iii", DIMENSION, len(keep), 0) + b"".join(struct.pack(">i", terms[i] - 1) for i in keep)
+                       + b"".join(struct.pack(">f", w[i]) for i in keep))
+    # A slice (offsets that do not start at 0: a commit's share of a part) encodes only its own rows.
+    assert lexical.int4_arrays(rows.column("lex_terms").slice(2))[0] == _int4_array_send([5])

@@ -1,6 +1,7 @@
-"""Data from before text analysis moved onto the workers: a chunk table with the generated `tsv` and `lex`
-columns is upgraded on its next write (jobs/store/lexical_upgrade.py) and answers as a table written
-today does; Parquet without the term columns is analysed once by the loader."""
+"""Data from before text analysis moved onto the workers, or analysed by an earlier analyser: a chunk table
+with the generated `tsv` and `lex` columns, or with terms of another TERMS_VERSION, is upgraded on its
+next write (jobs/store/lexical_upgrade.py) and answers as a table written today does; Parquet without the
+term columns, or of another version, is analysed once by the loader."""
 
 import pyarrow as pa
 import pytest
@@ -12,7 +13,8 @@ from jobs.search.ranking import search_many
 from jobs.store import arrow_copy, lexical, lexical_upgrade
 from jobs.store.arrow_copy import CHUNK_COLUMNS
 from jobs.store.chunk_view import SQL_TYPES
-from jobs.terms import analyse_chunk
+from jobs.store.parquet import with_current_terms
+from jobs.terms import TERMS_VERSION, analyse_chunk
 from tests.factories import chunk_row, doc_row, unit_vector
 from tests.store.test_lexical import DIM, QUERIES, _paragraphs
 
@@ -132,3 +134,75 @@ def test_parquet_without_the_term_columns_is_analysed_by_the_loader():
     loaded = prepare_part(part, "old_parquet", set())
     for row in loaded.to_pylist():
         assert {k: row[k] for k in lexical.LEX_COLUMNS} == analyse_chunk(row["breadcrumb"], row["text"])
+
+
+def _pivot_row(store, table: str) -> tuple:
+    return store.conn.execute(sql.SQL("SELECT pivot, terms, analysed_to, backfilled FROM {} WHERE chunk_table = %s")
+                              .format(sql.Identifier(store.schema, "lexical_pivots")), (table,)).fetchone()
+
+
+def test_a_table_of_an_earlier_analyser_is_analysed_again_on_its_next_write(store):
+    heads, rows = _rows("terms_v1", 12)
+    coll = store.ensure_collection("terms_v1", "m", DIM)
+    store.mark_pending("terms_v1", "r1", heads)
+    store.commit_documents(coll, heads, arrow_copy.rows_table(rows), "r1")
+    store.ensure_text_index(coll, after_load=True)
+    before = {exact: _ranked(store, coll, exact) for exact in (False, True)}
+    pivot, version, _, _ = _pivot_row(store, coll.chunk_table)
+    totals = lexical.totals(store.conn, store.schema, coll.chunk_table)
+    assert version == TERMS_VERSION
+    # The table as an earlier analyser left it: other terms in every row, its version recorded.
+    t = sql.Identifier(store.schema, coll.chunk_table)
+    store.conn.execute(sql.SQL("UPDATE {} SET lex_terms = ARRAY[7], lex_tfs = ARRAY[1], lex_length = 1").format(t))
+    store.conn.execute(sql.SQL("UPDATE {} SET terms = 1 WHERE chunk_table = %s").format(
+        sql.Identifier(store.schema, "lexical_pivots")), (coll.chunk_table,))
+    assert lexical_upgrade.needed(store.conn, store.schema, coll.chunk_table)
+    assert store.lexical_ready(coll)  # its old terms still answer searches until its next write
+    assert store.ensure_collection("terms_v1", "m", DIM) == coll  # a write command's first step analyses again
+    assert not lexical_upgrade.needed(store.conn, store.schema, coll.chunk_table)
+    assert _pivot_row(store, coll.chunk_table) == (pytest.approx(pivot), TERMS_VERSION, None, True)
+    for text, terms, tfs, length in store.conn.execute(sql.SQL("SELECT text, lex_terms, lex_tfs, lex_length FROM {}")
+                                                       .format(t)).fetchall():
+        assert analyse_chunk("T › H", text) == {"lex_terms": terms, "lex_tfs": tfs, "lex_length": length}
+    assert lexical.totals(store.conn, store.schema, coll.chunk_table) == totals
+    assert store.ensure_text_index(coll, after_load=True)  # its lexical indexes were dropped: built again
+    assert {exact: _ranked(store, coll, exact) for exact in (False, True)} == before
+
+
+def test_an_interrupted_analysis_resumes_after_its_last_batch(store, monkeypatch):
+    heads, rows = _rows("terms_resume", 5)
+    coll = store.ensure_collection("terms_resume", "m", DIM)
+    store.mark_pending("terms_resume", "r1", heads)
+    store.commit_documents(coll, heads, arrow_copy.rows_table(rows), "r1")
+    store.conn.execute(sql.SQL("UPDATE {} SET terms = 1 WHERE chunk_table = %s").format(
+        sql.Identifier(store.schema, "lexical_pivots")), (coll.chunk_table,))
+    calls = {"n": 0}
+    batch = lexical_upgrade._batch
+
+    def failing(*args):
+        calls["n"] += 1
+        if calls["n"] == 3:  # the sample, one batch written, then the server goes away
+            raise ConnectionError("gone")
+        return batch(*args)
+
+    monkeypatch.setattr(lexical_upgrade, "_batch", failing)
+    with pytest.raises(ConnectionError):
+        lexical_upgrade.upgrade(store.conn, store.schema, coll.chunk_table, batch_rows=4)
+    _, version, analysed_to, backfilled = _pivot_row(store, coll.chunk_table)
+    first_four = sorted(r["chunk_id"] for r in rows)[3]
+    assert (version, analysed_to, backfilled) == (TERMS_VERSION, first_four, True)
+    assert lexical_upgrade.needed(store.conn, store.schema, coll.chunk_table) and store.lexical_ready(coll)
+    monkeypatch.setattr(lexical_upgrade, "_batch", batch)
+    assert lexical_upgrade.upgrade(store.conn, store.schema, coll.chunk_table, batch_rows=4) == len(rows) - 4
+    assert not lexical_upgrade.needed(store.conn, store.schema, coll.chunk_table)
+
+
+def test_a_part_of_an_earlier_analyser_is_analysed_again_by_the_loader_and_a_current_one_is_not():
+    _, rows = _rows("old_terms", 3)
+    bogus = [dict({k: v for k, v in r.items() if k not in ("doc_id", "collection")},
+                  lex_terms=[7], lex_tfs=[1], lex_length=1) for r in rows]
+    unmarked = pa.Table.from_pylist(bogus)
+    for row in prepare_part(unmarked, "old_terms", set()).to_pylist():
+        assert {k: row[k] for k in lexical.LEX_COLUMNS} == analyse_chunk(row["breadcrumb"], row["text"])
+    current = with_current_terms(unmarked)  # as a part written by this release says of itself
+    assert all(row["lex_terms"] == [7] for row in prepare_part(current, "old_terms", set()).to_pylist())

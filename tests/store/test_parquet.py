@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import io
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from jobs.sources.storage import StorageOptions
-from jobs.store.parquet import PARQUET_NAMES, RunOutput, fetch_run, read_chunks
+from jobs.store.parquet import PARQUET_NAMES, PartWriter, RunOutput, contract_schema, fetch_run, read_chunks, terms_current
 
 
 def rows(n: int, doc: str = "d1") -> list[dict]:
@@ -48,3 +49,12 @@ def test_remote_run_output_uploads_parts_whole_and_resumes_numbering(s3_server, 
     assert read_chunks(uri, opts).num_rows == 4
     local = fetch_run(uri, opts, tmp_path / "fetched")
     assert (local / "qa" / "report.html").read_text() == "<html>" and len(list((local / "chunks").iterdir())) == 2
+
+
+def test_a_part_says_which_analyser_made_its_terms(tmp_path):
+    RunOutput(tmp_path / "run", 2).write_part(rows(2))
+    assert PartWriter(str(tmp_path / "run"), 2, 1).write(
+        pa.Table.from_pylist(rows(1, "d2"), schema=contract_schema(2).remove_metadata()), 0) == 1
+    for part in sorted((tmp_path / "run" / "chunks").glob("part-*.parquet")):
+        assert terms_current(pq.read_schema(part))
+    assert not terms_current(pa.schema([("text", pa.string())]))  # a part written before the analyser had versions
