@@ -25,10 +25,11 @@ from jobs.store import lexical
 from jobs.terms import DIMENSION, K1, B, query_terms
 
 RARE_DF = 1000  # a term in at most this many chunks: its chunks are candidates through GIN
-# HNSW candidates for the sparse ranking (at least its depth): a graph over sparse vectors walks
-# plateaus of equal (zero) scores, and a deeper candidate list finds more of exact BM25's first hits
-# for common words at about the same cost (docs/benchmarks.md, Scale).
-SPARSE_EF_SEARCH = 400
+# HNSW candidates for the sparse ranking (at least its depth), as many as pgvector allows: a graph over
+# sparse vectors walks plateaus of equal (zero) scores, and at a million chunks a shorter list missed
+# exact BM25's first hits for whole questions, where this one finds them at about the same cost
+# (docs/benchmarks.md, Scale).
+SPARSE_EF_SEARCH = 1000
 TRUE = sql.SQL("TRUE")  # the condition of no filter
 
 
