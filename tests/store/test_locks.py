@@ -74,7 +74,11 @@ def test_a_new_owner_waits_for_a_commit_in_flight_and_a_reconnect_after_it_left_
         token = first.owner_token("fence2")
         with writer.conn.transaction():  # a commit of the first run, mid-way
             locks.check_lease(writer.conn, writer.schema, "fence2", token)
-            _terminate(pg_url, _backend_pid(first))
+            first_pid = _backend_pid(first)
+            _terminate(pg_url, first_pid)
+            # Termination is asynchronous: until the backend has gone, its session still holds the
+            # collection's lock, and the second run would find the first alive instead of taking over.
+            _until_gone(pg_url, first_pid)
             took = threading.Thread(target=second.lock_collection, args=("fence2", "corpusmill ingest second"))
             took.start()
             second_pid = None
