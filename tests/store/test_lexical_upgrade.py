@@ -99,20 +99,27 @@ def test_an_old_table_is_upgraded_on_its_next_write_and_answers_as_a_new_one(sto
     assert all(_ranked(store, coll, False)[:-1]) and _ranked(store, coll, False)[-1] == []  # `zebra`: none
 
 
-def test_an_interrupted_upgrade_resumes_with_the_same_pivot(store, monkeypatch):
-    coll, _, rows = _old_collection(store, "upgrade_resume", docs=10)
+def _upgrade_cut_after_one_batch(store, coll, monkeypatch):
+    """Run the upgrade with batches of 4 until the server goes away after the first batch is written
+    (the sample, one batch, then a lost connection); returns the real `_batch` to put back."""
     calls = {"n": 0}
     batch = lexical_upgrade._batch
 
     def failing(*args):
         calls["n"] += 1
-        if calls["n"] == 3:  # the sample, one batch written, then the server goes away
+        if calls["n"] == 3:
             raise ConnectionError("gone")
         return batch(*args)
 
     monkeypatch.setattr(lexical_upgrade, "_batch", failing)
     with pytest.raises(ConnectionError):
         lexical_upgrade.upgrade(store.conn, store.schema, coll.chunk_table, batch_rows=4)
+    return batch
+
+
+def test_an_interrupted_upgrade_resumes_with_the_same_pivot(store, monkeypatch):
+    coll, _, rows = _old_collection(store, "upgrade_resume", docs=10)
+    batch = _upgrade_cut_after_one_batch(store, coll, monkeypatch)
     assert lexical_upgrade.needed(store.conn, store.schema, coll.chunk_table)
     pivot = lexical.pivot(store.conn, store.schema, coll.chunk_table)
     monkeypatch.setattr(lexical_upgrade, "_batch", batch)
@@ -176,18 +183,7 @@ def test_an_interrupted_analysis_resumes_after_its_last_batch(store, monkeypatch
     store.commit_documents(coll, heads, arrow_copy.rows_table(rows), "r1")
     store.conn.execute(sql.SQL("UPDATE {} SET terms = 1 WHERE chunk_table = %s").format(
         sql.Identifier(store.schema, "lexical_pivots")), (coll.chunk_table,))
-    calls = {"n": 0}
-    batch = lexical_upgrade._batch
-
-    def failing(*args):
-        calls["n"] += 1
-        if calls["n"] == 3:  # the sample, one batch written, then the server goes away
-            raise ConnectionError("gone")
-        return batch(*args)
-
-    monkeypatch.setattr(lexical_upgrade, "_batch", failing)
-    with pytest.raises(ConnectionError):
-        lexical_upgrade.upgrade(store.conn, store.schema, coll.chunk_table, batch_rows=4)
+    batch = _upgrade_cut_after_one_batch(store, coll, monkeypatch)
     _, version, analysed_to, backfilled = _pivot_row(store, coll.chunk_table)
     first_four = sorted(r["chunk_id"] for r in rows)[3]
     assert (version, analysed_to, backfilled) == (TERMS_VERSION, first_four, True)
