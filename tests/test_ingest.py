@@ -45,27 +45,33 @@ def chunk_rows(pg_url: str, collection: str) -> list[tuple]:
         ).fetchall()
 
 
+def done_count(pg_url: str, collection: str) -> int:
+    """The collection's documents done now (0 before the ingest created the schema)."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        try:
+            return conn.execute("SELECT count(*) FROM corpusmill.documents WHERE collection = %s AND status = 'done'",
+                                (collection,)).fetchone()[0]
+        except psycopg.errors.UndefinedTable:
+            return 0
+
+
 def wait_for_done(pg_url: str, collection: str, n: int, proc: subprocess.Popen, timeout: float = 400) -> int:
     """Poll the checkpoint table until `n` documents are done (or the process ends)."""
     done, deadline = 0, time.monotonic() + timeout
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        while time.monotonic() < deadline and proc.poll() is None and done < n:
-            try:
-                done = conn.execute("SELECT count(*) FROM corpusmill.documents WHERE collection = %s AND status = 'done'",
-                                    (collection,)).fetchone()[0]
-            except psycopg.errors.UndefinedTable:
-                pass  # the ingest has not created the schema yet
-            time.sleep(0.1)
+    while time.monotonic() < deadline and proc.poll() is None and done < n:
+        done = done_count(pg_url, collection)
+        time.sleep(0.1)
     return done
 
 
 def pace_inserts(pg_url: str, table: str, seconds: float) -> None:
     """Each statement that inserts into `table` waits `seconds` in the database (a trigger, and a function
-    of the table's own): a run writing into it is paced by PostgreSQL, not by how fast this machine embeds."""
+    of the table's own): a run writing into it is paced by PostgreSQL, not by how fast this machine embeds.
+    Called again on a paced table, it sets the new pace."""
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(f"CREATE OR REPLACE FUNCTION corpusmill.{_pacer(table)}() RETURNS trigger LANGUAGE plpgsql AS "
                      f"$$ BEGIN PERFORM pg_sleep({float(seconds)}); RETURN NULL; END $$")
-        conn.execute(f"CREATE TRIGGER test_pace AFTER INSERT ON corpusmill.{table} "
+        conn.execute(f"CREATE OR REPLACE TRIGGER test_pace AFTER INSERT ON corpusmill.{table} "
                      f"FOR EACH STATEMENT EXECUTE FUNCTION corpusmill.{_pacer(table)}()")
 
 
@@ -520,6 +526,10 @@ def test_a_run_whose_driver_session_is_cut_while_another_takes_over_stops_and_co
         first = running_run(pg_url, "e2e_fence", proc)
         paced = pace_collection(pg_url, "e2e_fence", proc, seconds=0.25)
         done_before = wait_for_done(pg_url, "e2e_fence", 3, proc)
+        # Slower still until the second run takes over: its start (a new process, the plan) can take longer on
+        # a busy machine than the first needs to commit everything left at 0.25 s a statement, and then there
+        # would be nothing left to take over.
+        pace_inserts(pg_url, paced, seconds=3.0)
         with psycopg.connect(pg_url, autocommit=True) as conn:
             cut = conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
                                (f"corpusmill ingest {first}",)).fetchall()
@@ -528,6 +538,7 @@ def test_a_run_whose_driver_session_is_cut_while_another_takes_over_stops_and_co
                                   stderr=subprocess.STDOUT)
         # Paced until the second run owns the collection, so the first one still has most of its work then.
         assert wait_for_takeover(pg_url, "e2e_fence", first, second), open(tmp_path / "second.log").read()[-3000:]
+        done_at_takeover = done_count(pg_url, "e2e_fence")
         unpace_inserts(pg_url, paced)
         paced = None
         first_exit = proc.wait(timeout=600)
@@ -552,7 +563,7 @@ def test_a_run_whose_driver_session_is_cut_while_another_takes_over_stops_and_co
     last = [line for line in output.strip().splitlines() if not re.match(r"(\x1b\[\d+m)?\(", line)][-1]
     assert f"run {first} stopped" in last and "took collection 'e2e_fence' from this run" in last, output[-3000:]
     assert "Traceback" not in output
-    assert 3 <= done_before < n_docs
+    assert 3 <= done_before <= done_at_takeover < n_docs  # the second run had work left to take over
     with psycopg.connect(pg_url) as conn:
         late = conn.execute(
             "SELECT count(*) FROM corpusmill.documents d JOIN corpusmill.runs r ON r.collection = d.collection "
