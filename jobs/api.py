@@ -21,6 +21,7 @@ of n pooled read-only connections instead, so that many threads (`corpusmill ser
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 from dataclasses import asdict, dataclass, field
@@ -31,7 +32,7 @@ from psycopg import sql
 
 from jobs.config import apply_overrides, load_config
 from jobs.defaults import default_config
-from jobs.errors import ConfigError, NotFoundError
+from jobs.errors import ConfigError, NotFoundError, UnreachableError
 from jobs.search import Searcher
 from jobs.search import filters as filters_
 from jobs.search import limits as limits_
@@ -41,7 +42,11 @@ from jobs.store import doc_vectors as doc_vectors_
 from jobs.store.pgvector import PgStore, UnknownCollection
 from jobs.store.url import database_url as resolve_url
 
+log = logging.getLogger(__name__)
+
 CHECKOUT_CONFIG = Path("configs/local.yaml")
+# How many embedding-space switches one search follows before it gives up (each is a reembed's commit).
+FOLLOWS = 3
 
 
 def load_settings(config: str | os.PathLike | None = None, database_url: str | None = None, **overrides):
@@ -128,8 +133,8 @@ class Collection:
             self.store.close()
             raise
         self.embedding_model, self._table = coll.embedding_model, coll.chunk_table
-        self._searchers: dict[str, object] = {}
-        self._model = None
+        self._searchers: dict[str, Searcher] = {}
+        self._models: dict[str, object] = {}  # the active space's model, by reference, once loaded
         # The opening connection, one thread at a time: searchers are made on it, and searches run on it
         # when there is no pool.
         self._own = threading.Lock()
@@ -174,9 +179,13 @@ class Collection:
         mode = mode or db.search_mode
         with self._own:
             if mode not in self._searchers:
+                coll = self.store.get_collection(self.name)
+                if coll is None:
+                    raise UnknownCollection(f"collection {self.name!r} no longer exists")
                 s = Searcher(self.store, self.name, ef_search=db.ef_search, mode=mode, repeat_ratio=db.repeat_ratio,
-                             model=self._model, encode_lock=self._encode_lock)
-                self._model = s.model
+                             model=self._models.get(coll.embedding_model), encode_lock=self._encode_lock, coll=coll)
+                self._models = {coll.embedding_model: s.model}
+                self.embedding_model, self._table = coll.embedding_model, coll.chunk_table
                 self._searchers[mode] = s
             return self._searchers[mode]
 
@@ -219,15 +228,53 @@ class Collection:
             raise limits_.LimitError(f"min_similarity must be a cosine, -1 to 1 (got {min_similarity})")
         parsed = as_filters(filters)
         limits_.check_request(queries, k, parsed, self.limits)
-        searcher = self._searcher(mode)
-        try:
-            with self._lend() as store:
-                found = searcher.search_many(queries, k, filters=parsed, min_similarity=min_similarity, store=store)
-        except psycopg.errors.QueryCanceled as exc:
-            raise limits_.SearchTimeout(
-                f"the search ran past the statement timeout ({self.statement_timeout_s:g} s, "
-                "database.statement_timeout_s) and was stopped: narrow the query or its filters") from exc
-        return [[Hit.from_row(h) for h in hits] for hits in found]
+        for _ in range(FOLLOWS):
+            searcher = self._searcher(mode)
+            try:
+                with self._lend() as store:
+                    active = self._active_table(store)
+                    if active == searcher.coll.chunk_table:
+                        found = searcher.search_many(queries, k, filters=parsed, min_similarity=min_similarity,
+                                                     store=store)
+                        return [[Hit.from_row(h) for h in hits] for hits in found]
+            except psycopg.errors.UndefinedTable:
+                # `reembed --drop-old` dropped the table between the look at the active space and the search.
+                with self._lend() as store:
+                    active = self._active_table(store)
+                if active == searcher.coll.chunk_table:
+                    raise
+            except psycopg.errors.QueryCanceled as exc:
+                raise limits_.SearchTimeout(
+                    f"the search ran past the statement timeout ({self.statement_timeout_s:g} s, "
+                    "database.statement_timeout_s) and was stopped: narrow the query or its filters") from exc
+            self._follow(active)
+        raise UnreachableError(f"collection {self.name!r} switched its embedding space {FOLLOWS} times during one "
+                               "search; try again")
+
+    def _active_table(self, store: PgStore) -> str | None:
+        """The chunk table of the collection's active embedding space now (None: the collection is gone)."""
+        row = store.conn.execute(sql.SQL("SELECT chunk_table FROM {} WHERE name = %s").format(
+            sql.Identifier(store.schema, "collections")), (self.name,)).fetchone()
+        return row[0] if row else None
+
+    def _follow(self, table: str | None) -> None:
+        """A reembed switched the collection to another embedding space (`table`) since its searchers were
+        made: searchers of that space, with its model, from now on. A long-lived holder (`corpusmill
+        serve`) moves with the switch as a new `corpusmill search` does."""
+        if table is None:
+            raise UnknownCollection(f"collection {self.name!r} no longer exists")
+        with self._own:
+            coll = self.store.get_collection(self.name)
+            if coll is None:
+                raise UnknownCollection(f"collection {self.name!r} no longer exists")
+            if coll.chunk_table == self._table and all(s.coll.chunk_table == coll.chunk_table
+                                                       for s in self._searchers.values()):
+                return  # another thread followed it first
+            log.info("collection %s: searching its active embedding space %s (%s) from now on", self.name,
+                     coll.chunk_table, coll.embedding_model)
+            self._models = {ref: m for ref, m in self._models.items() if ref == coll.embedding_model}
+            self.embedding_model, self._table = coll.embedding_model, coll.chunk_table
+            self._searchers.clear()
 
 
 @dataclass(frozen=True)

@@ -34,12 +34,14 @@ from pathlib import Path
 import psycopg
 import uvicorn
 from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from jobs.errors import NotFoundError, UnreachableError, UserError
 from jobs.search.limits import SearchTimeout
 from jobs.search.read_pool import Busy
+from jobs.search.searcher import NotBuiltError
 
 log = logging.getLogger(__name__)
 
@@ -152,10 +154,18 @@ def create_app(coll, token: str | None = None, cors_origins: tuple[str, ...] | l
         keys.stop()
 
     app = FastAPI(title="corpusmill", summary=f"search the collection {coll.name}", lifespan=lifespan)
+    app.add_middleware(Guard, token=token)
+    # Added last, so outermost: a browser's preflight (which never carries the token) is answered before
+    # the Guard sees it, and a 401 or 400 from the Guard still carries the headers that let the page read it.
     if cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins), allow_methods=["GET"],
                            allow_headers=["Authorization"])
-    app.add_middleware(Guard, token=token)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        # One sentence, as every other answer here carries: `{"detail": "k: Input should be ..."}`, not
+        # FastAPI's list of error objects.
+        return _reply(422, "; ".join(_said(e) for e in exc.errors()[:5]) or "the request is not valid")
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def index() -> str:
@@ -193,6 +203,12 @@ def create_app(coll, token: str | None = None, cors_origins: tuple[str, ...] | l
     return app
 
 
+def _said(error: dict) -> str:
+    """One FastAPI validation error as `param: message`."""
+    where = [str(p) for p in error.get("loc", ()) if p not in ("query", "body", "path", "header")]
+    return f"{'.'.join(where) or 'request'}: {error.get('msg', 'not valid')}"
+
+
 def read_token(token_file: str | None) -> str | None:
     """The bearer token: `token_file`'s first line, else CORPUSMILL_SERVE_TOKEN; None when neither is given."""
     if token_file:
@@ -217,6 +233,17 @@ def check_exposure(host: str, token: str | None) -> None:
                         "`Authorization: Bearer <token>`")
 
 
+def warm(coll) -> None:
+    """Load the model and check the default search mode's data before the port opens. Data a mode needs
+    that is not built (a table written before the terms were analysed) is one warning: the service starts
+    for vector search and answers that mode 409 with what to run."""
+    try:
+        coll.warm()
+    except NotBuiltError as exc:
+        log.warning("%s; until then this service answers 409 in that mode", str(exc).split(", or search")[0])
+        coll.warm("vector")
+
+
 def serve(coll, host: str = "127.0.0.1", port: int = 8000, *, token: str | None = None,
           cors_origins: tuple[str, ...] | list[str] = (), pool_size: int = 8,
           statement_timeout_s: float | None = None) -> None:
@@ -230,7 +257,7 @@ def serve(coll, host: str = "127.0.0.1", port: int = 8000, *, token: str | None 
 
     torch.set_num_threads(1)
     coll.concurrent(pool_size, statement_timeout_s)
-    coll.warm()
+    warm(coll)
     log.info("serving collection %s on http://%s:%d/ (%d connections, statement timeout %s s)", coll.name, host,
              port, pool_size, coll.statement_timeout_s or "none")
     uvicorn.run(create_app(coll, token, cors_origins), host=host, port=port, log_level="warning")

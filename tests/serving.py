@@ -13,7 +13,7 @@ import time
 import uvicorn
 
 from jobs.api import Collection, load_settings
-from jobs.serve import create_app
+from jobs.serve import create_app, warm
 from tests.factories import chunk_row, doc_row
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -67,7 +67,7 @@ def _free_port() -> int:
 @contextlib.contextmanager
 def running(coll, **app_args):
     """`coll` served by uvicorn on a free loopback port, in a thread; yields the port."""
-    coll.warm()
+    warm(coll)
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(coll, **app_args), host="127.0.0.1", port=port,
                                            log_level="warning"))

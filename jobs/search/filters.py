@@ -16,6 +16,7 @@ candidate (jobs/search/vector_index.py), so a selective filter still returns k h
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 
 from psycopg import sql
@@ -79,10 +80,12 @@ def _forms(value: str) -> list[object]:
     else:
         for kind in (int, float):
             try:
-                forms.append(kind(value))
-                break
+                number = kind(value)
             except ValueError:
                 continue
+            if math.isfinite(number):  # "inf", "nan", "1e999": text only (JSON has no such numbers)
+                forms.append(number)
+            break
     return forms
 
 

@@ -15,6 +15,7 @@ from jobs.search.hits import add_passages
 from jobs.search.ranking import DEPTH, RRF_K
 from jobs.store import doc_vectors
 from jobs.store.pgvector import PgStore, UnknownCollection
+from jobs.store.spaces import Collection
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +61,10 @@ class Searcher:
     plain nearest-neighbour ranking."""
 
     def __init__(self, store: PgStore, collection: str, ef_search: int = 100, mode: str = "hybrid",
-                 repeat_ratio: float | None = 2.0, model=None, encode_lock: threading.Lock | None = None):
-        coll = store.get_collection(collection)
+                 repeat_ratio: float | None = 2.0, model=None, encode_lock: threading.Lock | None = None,
+                 coll: Collection | None = None):
+        # `coll`: the collection's row as the caller just read it (so `model` is surely that space's model)
+        coll = coll or store.get_collection(collection)
         if coll is None:
             known = ", ".join(c.name for c in store.list_collections()) or "none yet"
             raise UnknownCollection(f"no collection named {collection!r} (known: {known})")

@@ -25,6 +25,8 @@ def _metadata(i: int) -> dict:
     meta = {"tags": ["ops", "rare"] if i % 100 == 7 else ["ops"], "year": 2020 + i % 5, "draft": i % 2 == 0}
     if i == 3:
         meta["owner"] = "50% team"
+    if i == 5:
+        meta["status"] = "inf"
     return meta
 
 
@@ -75,6 +77,9 @@ def test_values_match_as_written_numbers_booleans_lists_any_of_and_paths(filtere
                                           "docs/d009.md"}
     assert paths("owner=50% team") == {"docs/d003.md"}  # a % in a value is a character, not a wildcard
     assert paths("tags=nothing-has-this") == set()
+    # A value that spells a number JSON has no form for is text only, not a request the database refuses.
+    assert paths("status=inf") == {"docs/d005.md"}
+    assert paths("status=NaN", "year=1e999") == set()
     assert paths("missing=x") == set()
 
 
