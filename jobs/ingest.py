@@ -113,6 +113,8 @@ def run_ingest(cfg: JobConfig, run_id: str | None = None, retry_failed: bool = F
             run.start()
             if run.documents:
                 run.process()
+            else:
+                run.keep_indexes()
             run.settle()
         run.report()
         return run.result
@@ -282,6 +284,12 @@ class _Run:
         self.result.index_built = store.ensure_indexes(coll, cfg.database)
         self.stage_stats["stages"]["index"] = {"built": self.result.index_built,
                                                "seconds": round(time.monotonic() - t_index, 3)}
+
+    def keep_indexes(self) -> None:
+        """A run with nothing to process leaves the search indexes built all the same: its first step may
+        have analysed an older table's terms again (which drops BM25's indexes), or a load before it may
+        have stopped ahead of its index builds."""
+        self.result.index_built = self.store.ensure_indexes(self.coll, self.cfg.database)
 
     def _pipeline(self, run_cfg: JobConfig) -> tuple[dict, int]:
         """The current round's work items through the stages into the sink: (stage stats, writers)."""

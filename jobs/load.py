@@ -2,7 +2,8 @@
 
 The runs given are a history, oldest first: a later run's version of a document replaces an earlier
 one's, and a document a later run deleted (its run.json's `deleted`) is not loaded, or is taken out of
-the collection if it is there. A first pass in the driver reads three columns of every part of every
+the collection if it is there; a version the run's database refused at commit (its errors.parquet) is
+not loaded either. A first pass in the driver reads three columns of every part of every
 run (and each run.json) to find where each document's last version is; the driver holds an entry per
 document, never the rows. Then all the runs of a collection are one Ray Data job: each write task
 reads the parts it is given, leaving out the documents whose last version is elsewhere (and within a
@@ -31,7 +32,7 @@ from jobs.errors import ConfigError, NotFoundError
 from jobs.sources.storage import StorageOptions
 from jobs.sources.uris import is_remote
 from jobs.store import lexical
-from jobs.store.parquet import part_paths, read_part, read_run_json, terms_current
+from jobs.store.parquet import PARQUET_NAMES, part_paths, read_part, read_refused, read_run_json, terms_current
 from jobs.store.pgvector import PgStore
 from jobs.store.url import database_url
 
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 _INDEX_COLUMNS = ["collection", "source_path", "chunk_id", "embedding_model", "content_sha256", "pipeline_fingerprint"]
 
 
+_ORDER = {name: i for i, name in enumerate(PARQUET_NAMES + ["row_kind", "doc_rows"])}  # prepare_part's columns
 _DELETED = (-1, -1)  # where a document's last version is, when a run deleted it
 _STORED = (-2, -2)  # ... when the collection already holds that version (an earlier load, or an ingest)
 
@@ -66,7 +68,9 @@ class _History:
     _rows: dict[str, int] = field(default_factory=dict)  # doc_id -> rows of its current last version
     _versions: dict[str, tuple] = field(default_factory=dict)  # doc_id -> (content_sha256, pipeline_fingerprint)
 
-    def add_run(self, run_dir, paths: list[str], deleted: list[str], storage) -> None:
+    def add_run(self, run_dir, paths: list[str], deleted: list[str], storage, refused: set[str] = frozenset()) -> None:
+        """One more run, newer than those added before. `refused`: source paths whose version in this run
+        the database refused at commit (read_refused): their rows stay out, the version before stands."""
         r = len(self.runs)
         self.runs.append(run_dir)
         for path_ in deleted:  # an ingest deletes before it commits anything
@@ -90,6 +94,10 @@ class _History:
                 self.paths[doc] = path_
                 versions[doc] = (sha, fingerprint)
             for doc, chunks in seen.items():
+                if self.paths[doc] in refused:
+                    self.leave_out[p].add(doc)
+                    self.dropped += len(chunks)
+                    continue
                 self._replace(doc, (r, p), len(chunks))
                 self._versions[doc] = versions[doc]
 
@@ -162,6 +170,9 @@ def prepare_part(part: pa.Table, collection: str, skip: set[str]) -> pa.Table:
     if not terms_current(part.schema):
         table = table.drop_columns([c for c in lexical.LEX_COLUMNS if c in table.column_names])
     table = lexical.fill(table)
+    # Columns in the order a current part has them: a writer joins documents of several parts (of runs
+    # before and after an analyser's release, in a reload of a history) into one table, by position.
+    table = table.select(sorted(table.column_names, key=lambda c: _ORDER.get(c, len(_ORDER))))
     if _grouped(kept_docs, table.column("seq").to_numpy()):
         return table  # as a run writes its parts: each document's rows together, in seq order
     return table.sort_by([("doc_id", "ascending"), ("seq", "ascending")])
@@ -209,7 +220,7 @@ def _histories(run_dirs: list, storage, collection: str | None) -> list[_History
             if "content_sha256" not in schema.names:
                 raise ConfigError(f"{run_dir} was written before runs recorded content_sha256; re-run ingest instead")
         history = out.setdefault(name, _History(name))
-        history.add_run(run_dir, paths, info.get("deleted") or [], storage)
+        history.add_run(run_dir, paths, info.get("deleted") or [], storage, read_refused(run_dir, storage))
         if paths and history.dimension is None:
             history.dimension = schema.field("embedding").type.list_size
         if len(history.models) > 1:

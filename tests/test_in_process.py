@@ -62,3 +62,32 @@ def test_the_in_process_path_imports_no_ray():
              "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_an_ingest_with_nothing_to_do_leaves_the_text_indexes_of_a_table_it_analysed_again(tmp_path, pg_url):
+    """A release with a new analyser: the next ingest analyses the table's terms again (dropping BM25's
+    indexes while it does) even when no file changed, and builds the indexes again before it ends."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.md").write_text("# Rolling updates\n\nA rolling update replaces pods a few at a time.\n")
+    cfg = write_config(tmp_path / "u.yaml", "e2e_reanalysed", [notes])
+    out = cli("ingest", "--config", str(cfg))
+    assert out.returncode == 0, out.stdout + out.stderr
+
+    def text_indexes(conn, table: str) -> list[str]:
+        return sorted(d.split(" USING ")[1] for (d,) in conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = 'corpusmill' AND tablename = %s", (table,))
+            if "lex" in d)
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        table = conn.execute("SELECT chunk_table FROM corpusmill.collections WHERE name = 'e2e_reanalysed'").fetchone()[0]
+        built = text_indexes(conn, table)
+        assert len(built) == 2  # GIN over the terms, HNSW over the weights
+        conn.execute("UPDATE corpusmill.lexical_pivots SET terms = 0 WHERE chunk_table = %s", (table,))  # an older analyser's
+    out = cli("ingest", "--config", str(cfg))
+    assert out.returncode == 0, out.stdout + out.stderr
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert text_indexes(conn, table) == built
+        assert conn.execute("SELECT terms FROM corpusmill.lexical_pivots WHERE chunk_table = %s", (table,)).fetchone()[0] > 0
+    out = cli("search", "--collection", "e2e_reanalysed", "--mode", "text", "rolling update")
+    assert out.returncode == 0 and "a.md" in out.stdout, out.stdout + out.stderr

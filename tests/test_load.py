@@ -100,6 +100,22 @@ def test_a_history_of_runs_reloads_in_one_job_into_the_state_it_reached_also_aft
     assert state() == expected
 
 
+def test_a_version_the_database_refused_at_commit_is_left_out_and_the_one_before_stands(tmp_path):
+    """A run writes a document's rows to its part before committing them; a version the database then
+    refused (recorded failed, the version before kept) is in the run's errors.parquet at stage `load`."""
+    from jobs.load import _histories
+
+    history = [_run(tmp_path / "r1", [], ("a", ["a one"]), ("b", ["b one"])),
+               _run(tmp_path / "r2", [], ("a", ["a two"]), ("b", ["b two"]))]
+    RunOutput(tmp_path / "r2", 4).write_errors([
+        {"source_path": "a.md", "stage": "load", "error_class": "DataError", "message": "refused"},
+        {"source_path": "b.md", "stage": "parse_markdown", "error_class": "NotUtf8Error", "message": "an earlier stage"}])
+    [h] = _histories(history, None, "load_refused")
+    where = {h.paths[d]: run for d, (run, _) in h.last.items()}
+    assert where == {"a.md": 0, "b.md": 1}  # a's version of the first run stands; b's failure was no commit's
+    assert [len(item["skip"]) for item in h.items()] == [1, 1]  # a left out of each part, b of the first
+
+
 @pytest.mark.slow
 def test_a_history_reload_killed_mid_run_and_repeated_ends_as_a_clean_reload(tmp_path, store, pg_url, ray_address,
                                                                             cm_home):

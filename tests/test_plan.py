@@ -158,3 +158,27 @@ def test_an_unchanged_copy_of_text_an_updated_page_let_go_is_rechunked_before_th
                               "ORDER BY 1").fetchall()
     assert held > 1  # the copy holds the page's old text: none of it left the index
     assert status == [("server-copy.md", "done"), ("server.md", "done")]
+
+
+@pytest.mark.slow
+def test_a_changed_copy_that_committed_before_its_holder_let_the_text_go_is_rechunked_before_the_run_ends(
+        tmp_path, corpus, pg_url, cm_home):
+    """Both pages changed in one run: the copy commits first (recording its text as the other page's),
+    then the page it copied lets that text go. The copy was processed in this run already; it goes
+    through again, so no text is left held by nobody."""
+    root, _ = _page_and_its_copy(tmp_path, corpus, pg_url, cm_home, "plan_both_changed")
+    page = (root / "server.md").read_text(encoding="utf-8")
+    (root / "server-copy.md").write_text(page + "\n\n## Added later\n\nA paragraph only the copy has.\n",
+                                         encoding="utf-8")
+    (root / "server.md").write_text("# Server\n\nThis page now says something else entirely.\n", encoding="utf-8")
+    # A commit a document, the copy's first (plan order), as a run's writers may happen to commit them.
+    one_by_one = write_config(tmp_path / "one.yaml", "plan_both_changed", [root], sink__flush_rows=1)
+    out = cli("ingest", "--config", str(one_by_one))
+    assert out.returncode == 0, out.stdout + out.stderr
+    with psycopg.connect(pg_url) as conn:
+        table = conn.execute("SELECT chunk_table FROM corpusmill.collections WHERE name = 'plan_both_changed'").fetchone()[0]
+        held = conn.execute(f"SELECT count(*) FROM corpusmill.{table} WHERE source_path = 'server-copy.md'").fetchone()[0]
+        status = conn.execute("SELECT source_path, status FROM corpusmill.documents WHERE collection = "
+                              "'plan_both_changed' ORDER BY 1").fetchall()
+    assert held > 1  # the copy holds the page's old text now
+    assert status == [("server-copy.md", "done"), ("server.md", "done")]

@@ -166,6 +166,8 @@ class DocumentCommits:
         if found is None:
             found = lexical.pivot(self.conn, self.schema, table)
             if found is None:  # not remembered: the commit that sets it may yet roll back
+                if not rows.num_rows:  # documents without chunks (empty pages): no length to set it from
+                    return lexical.DEFAULT_PIVOT
                 return lexical.settle_pivot(self.conn, self.schema, table, lexical.mean_length(rows))
             self._pivots[table] = found
         return found

@@ -117,7 +117,8 @@ def sparse_weights(table: pa.Table, pivot: float) -> list[bytes]:
     counts = np.diff(offsets)
     steps = np.diff(terms)
     inner = np.ones(len(steps), dtype=bool)
-    inner[offsets[1:-1][offsets[1:-1] > 0] - 1] = False  # a step across two rows may go down
+    starts = offsets[1:-1]  # where each row after the first begins; a step across two rows may go down
+    inner[starts[(starts > 0) & (starts < len(terms))] - 1] = False  # (rows without terms at either end: none)
     if len(terms) and (terms.min() < 1 or terms.max() > DIMENSION or (steps[inner] <= 0).any()):
         raise BadTerms("lex_terms must be sorted distinct term ids in 1 .. 10^9 (jobs/terms.py)")
     weights = bm25_weights(tfs, np.repeat(lengths, counts), pivot).astype(">f4")

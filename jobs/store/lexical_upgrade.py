@@ -77,8 +77,10 @@ def searchable(conn, schema: str, table: str) -> bool:
     cols = _columns(conn, schema, table)
     if not cols:
         return True
-    state = None if _old_shape(cols) else _state(conn, schema, table)
-    return not _old_shape(cols) and (state is None or state[0])
+    if _old_shape(cols):
+        return False
+    state = _state(conn, schema, table)
+    return state is None or state[0]
 
 
 def _batch(conn, t: sql.Composed, after: str, limit: int) -> pa.Table:

@@ -248,6 +248,26 @@ def read_run_json(run_dir: Path | str, storage: StorageOptions | None = None) ->
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
+def read_refused(run_dir: Path | str, storage: StorageOptions | None = None) -> set[str]:
+    """The source paths whose version in this run the database refused at commit (its errors.parquet,
+    stage `load`): the run wrote their rows to its parts before the commit failed, and the collection
+    kept the version before."""
+    if is_remote(run_dir):
+        loc = locate(str(run_dir), storage)
+        name = f"{loc.path}/errors.parquet"
+        if not loc.fs.exists(name):
+            return set()
+        with loc.fs.open(name, "rb") as f:
+            errors = pq.read_table(f, columns=["source_path", "stage"])
+    else:
+        path = Path(run_dir) / "errors.parquet"
+        if not path.exists():
+            return set()
+        errors = pq.read_table(path, columns=["source_path", "stage"])
+    return {p for p, stage in zip(errors.column("source_path").to_pylist(), errors.column("stage").to_pylist())
+            if stage == "load"}
+
+
 def read_part(run_dir: Path | str, path: str, storage: StorageOptions | None = None,
               columns: list[str] | None = None, schema_only: bool = False) -> pa.Table | pa.Schema:
     """One part of `part_paths(run_dir)`, whole or only `columns`; or only its schema."""

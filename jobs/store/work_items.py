@@ -107,9 +107,10 @@ class WorkItems:
             (self.run_id, self.since)))
 
     def planned(self, paths: list[str]) -> set[str]:
-        """Which of `paths` this run already holds."""
-        rows = self._execute(sql.SQL("SELECT source_path FROM {} WHERE run_id = %s AND source_path = ANY(%s)")
-                                 .format(self._t), (self.run_id, paths))
+        """Which of `paths` the current round already holds (a round's items are still to be processed;
+        an earlier round's were processed, and a document released since must go through again)."""
+        rows = self._execute(sql.SQL("SELECT source_path FROM {} WHERE run_id = %s AND source_path = ANY(%s) "
+                                     "AND seq >= %s").format(self._t), (self.run_id, paths, self.since))
         return {r[0] for r in rows}
 
     def ranges(self, source_type: str, per_range: int) -> list[dict]:

@@ -102,6 +102,10 @@ def test_kept_totals_follow_adds_updates_deletes_and_reloads(store):
 
 
 def test_the_first_commit_sets_the_pivot_and_later_ones_keep_it(store):
+    # A first commit of documents without chunks (empty pages) has no length to set it from: it sets none.
+    empty = store.ensure_collection("lex_pivot", "m", DIM)
+    _commit(store, empty, "lex_pivot", 99, [])
+    assert lexical.pivot(store.conn, store.schema, empty.chunk_table) is None
     coll = _load(store, "lex_pivot", docs=10)
     (mean,) = store.conn.execute(sql.SQL("SELECT avg(lex_length) FROM {}").format(
         sql.Identifier(store.schema, coll.chunk_table))).fetchone()
@@ -167,3 +171,10 @@ def test_term_lists_and_weights_are_built_as_postgresql_and_pgvector_read_them()
                        + b"".join(struct.pack(">f", w[i]) for i in keep))
     # A slice (offsets that do not start at 0: a commit's share of a part) encodes only its own rows.
     assert lexical.int4_arrays(rows.column("lex_terms").slice(2))[0] == _int4_array_send([5])
+    # Rows without terms (a chunk of stop words only) first or last in a batch are rows like any other.
+    edges = pa.table({"lex_terms": pa.array([[], [3, 9], [2, 4], []], pa.list_(pa.int32())),
+                      "lex_tfs": pa.array([[], [1, 4], [1, 1], []], pa.list_(pa.int32())),
+                      "lex_length": pa.array([0, 2, 2, 0], pa.int32())})
+    empty = struct.pack(">iii", DIMENSION, 0, 0)
+    weights = lexical.sparse_weights(edges, 30.0)
+    assert weights[0] == weights[3] == empty and weights[1][4:8] == struct.pack(">i", 2)

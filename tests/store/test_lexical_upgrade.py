@@ -198,7 +198,12 @@ def test_a_part_of_an_earlier_analyser_is_analysed_again_by_the_loader_and_a_cur
     bogus = [dict({k: v for k, v in r.items() if k not in ("doc_id", "collection")},
                   lex_terms=[7], lex_tfs=[1], lex_length=1) for r in rows]
     unmarked = pa.Table.from_pylist(bogus)
+    for name, typ in (("lex_terms", pa.list_(pa.int32())), ("lex_tfs", pa.list_(pa.int32())), ("lex_length", pa.int32())):
+        unmarked = unmarked.set_column(unmarked.column_names.index(name), name, unmarked.column(name).cast(typ))  # as stored
     for row in prepare_part(unmarked, "old_terms", set()).to_pylist():
         assert {k: row[k] for k in lexical.LEX_COLUMNS} == analyse_chunk(row["breadcrumb"], row["text"])
     current = with_current_terms(unmarked)  # as a part written by this release says of itself
     assert all(row["lex_terms"] == [7] for row in prepare_part(current, "old_terms", set()).to_pylist())
+    # A reload of runs from before and after the release: a writer joins documents of both kinds of part.
+    both = [prepare_part(unmarked, "old_terms", set()), prepare_part(current, "old_terms", set())]
+    assert pa.concat_tables(both).num_rows == 2 * len(rows)

@@ -31,6 +31,8 @@ def test_ranges_cover_every_item_once_in_plan_order_and_the_run_cleans_up(store,
         excel = read_work_items(work.ranges("excel", 100), url=pg_url, schema=store.schema, reconnect_seconds=5)
         assert [i["doc_id"] for i in excel] == ["d000", "d005", "d010", "d015", "d020"]
         assert work.planned(["dir/f003.md", "dir/f500.md"]) == {"dir/f003.md"}
+        work.begin_round()  # the first round went through: its documents may be planned again
+        assert work.planned(["dir/f003.md"]) == set()
 
         store.mark_pending_work("work_t", "r1")
         stored = store.stored_documents("work_t")
