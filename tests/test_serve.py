@@ -225,6 +225,24 @@ def test_a_collection_whose_terms_are_not_analysed_is_served_for_vector_search_a
         assert status == 409 and f"corpusmill upgrade --collection {name}" in body["detail"]
 
 
+def test_connections_the_server_dropped_are_replaced_before_a_search_gets_one(built):
+    coll = serving.open_collection(NAME, built, pool=3)
+    with coll, serving.running(coll) as port:
+        assert serving.get(port, q(q="pods"))[0] == 200
+        with psycopg.connect(built, autocommit=True) as conn:  # as a restart or an idle timeout drops them
+            pids = [r[0] for r in conn.execute("SELECT pid FROM pg_stat_activity "
+                                                "WHERE application_name = 'corpusmill serve'")]
+            assert len(pids) == 3
+            conn.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) pid", (pids,))
+            deadline = time.monotonic() + 30
+            while conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", (pids,)).fetchone()[0]:
+                assert time.monotonic() < deadline, "the terminated backends did not leave"
+                time.sleep(0.05)
+        for _ in range(6):  # every pooled connection lent at least once
+            status, body = serving.get(port, q(q="pods"))
+            assert status == 200, body
+
+
 def test_a_page_of_a_named_origin_reaches_a_service_with_a_token(built):
     """The preflight carries no token (browsers never send one); it is answered for a named origin, and
     a refused request still tells that page why."""

@@ -67,6 +67,9 @@ class ReadPool:
         self.pool = ConnectionPool(
             url, min_size=size, max_size=size, open=False, timeout=wait_s, name="corpusmill-search",
             configure=register_vector,
+            # Each connection is checked as it is lent (an empty query): one the server dropped (a restart,
+            # an idle timeout, a terminated backend) is replaced then, instead of failing a search with 503.
+            check=ConnectionPool.check_connection,
             kwargs={"autocommit": True, "application_name": "corpusmill serve", "connect_timeout": 10,
                     "options": session_options(statement_timeout_s)})
         try:
