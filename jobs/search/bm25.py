@@ -105,9 +105,11 @@ def scores(conn, schema: str, table: str, query: str, limit: int,
             found[chunk] = float(score)
     rare = [term for term, f in df.items() if 0 < f <= RARE_DF]
     if rare:
+        # Only the best `limit` of them can be among the best `limit` in all: the server sorts, so a query of
+        # many rare terms (up to RARE_DF chunks each) sends `limit` rows, not every chunk that holds one.
         for chunk, score in conn.execute(sql.SQL(
-                "SELECT chunk_id, -(lex <#> %s::sparsevec) FROM {} WHERE lex_terms && %s::int4[] AND ({})").format(
-                t, cond), (q, rare)):
+                "SELECT chunk_id, -(lex <#> %s::sparsevec) FROM {} WHERE lex_terms && %s::int4[] AND ({}) "
+                "ORDER BY lex <#> %s::sparsevec, chunk_id LIMIT %s").format(t, cond), (q, rare, q, limit)):
             found[chunk] = float(score)
     return sorted(found.items(), key=lambda item: (-item[1], item[0]))[:limit]
 
