@@ -167,13 +167,24 @@ def _front_matter(text: str) -> tuple[dict, int]:
         i, closer = min(ends)
         body = text[len(fence) + 1 : i + 1]
         try:
-            meta = loader(body) or {}
+            meta = _json_keys(loader(body) or {})
             if not isinstance(meta, dict):
                 meta = {"front_matter": meta}
         except Exception as exc:  # a broken header must not lose the document's text
             meta = {"front_matter_error": f"{type(exc).__name__}: {exc}"[:500]}
         return meta, min(i + len(closer), len(text))
     return {}, 0
+
+
+def _json_keys(value):
+    """Front matter whose mapping keys JSON can hold: YAML reads `2024-01-01:` as a date key (and a
+    sequence as a tuple key), which the metadata's JSON would refuse; such a key is kept as its text."""
+    if isinstance(value, dict):
+        return {k if isinstance(k, (str, int, float, bool)) or k is None else str(k): _json_keys(v)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_keys(v) for v in value]
+    return value
 
 
 def _lines(text: str, start: int) -> list[tuple[int, int, str]]:

@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from jobs.markdown.parse import clean_heading, parse_documents, parse_markdown, read_source_text
@@ -95,6 +97,14 @@ def test_broken_front_matter_keeps_the_body():
     p = parse_markdown(text, "x")
     assert "front_matter_error" in p.metadata
     assert any("The body survives." in text[b.start:b.end] for s in p.sections for b in s.blocks)
+
+
+def test_front_matter_keys_yaml_reads_as_dates_stay_metadata_and_the_stage_goes_on(tmp_path):
+    page = tmp_path / "releases.md"
+    page.write_text("---\n2024-01-01: first release\nreleases:\n  2024-06-01: second\n---\n# Notes\n\nBody.\n")
+    [row] = parse_documents([{"abs_path": str(page), "source_path": "releases.md", "doc_id": "r"}])
+    assert row.get("error_stage") is None
+    assert json.loads(row["metadata_json"]) == {"2024-01-01": "first release", "releases": {"2024-06-01": "second"}}
 
 
 def test_offsets_cover_block_text_on_real_files():
