@@ -19,7 +19,7 @@ from datetime import UTC
 from pathlib import Path
 
 from jobs import service_commands
-from jobs.errors import NotFoundError, UserError
+from jobs.errors import FileRefused, NotFoundError, UserError
 from jobs.exit_status import internal_error, user_error_message
 
 DEFAULT_CONFIG = "configs/local.yaml"
@@ -48,6 +48,14 @@ def _positive_int(value: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number 1 or more, got {value!r}")
     return n
+
+
+def _text_file(path: str, what: str) -> str:
+    """A UTF-8 text file the user named; one that is not is the user's to fix (exit 2)."""
+    try:
+        return Path(path).read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{what} {path} is not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
 
 
 def _add_selectors(p: argparse.ArgumentParser) -> None:
@@ -142,13 +150,13 @@ def cmd_ingest(args) -> int:
               "content is retried once it changes, or with --retry-failed; the rest by the next run):")
         for x in result.failures:
             print(f"  {x['source_path']}  [{x['stage']}] {x['error_class']}: {x['message']}")
-        return 1
-    if result.gate_failures:
+    if result.gate_failures:  # shown beside failed files too; the exit status names the files first
         print(f"\n{len(result.gate_failures)} quality gate(s) failed (config `gates`):")
         for g in result.gate_failures:
             print(f"  {g.message}")
-        return 3
-    return 0
+    if result.failures:
+        return 1
+    return 3 if result.gate_failures else 0
 
 
 def cmd_plan(args) -> int:
@@ -227,7 +235,7 @@ def cmd_search(args) -> int:
     if args.repeat_ratio is not None:
         cfg = cfg.model_copy(update={"database": cfg.database.model_copy(update={"repeat_ratio": args.repeat_ratio})})
     queries = [args.query] if args.query else [
-        line.strip() for line in Path(args.queries).read_text(encoding="utf-8").splitlines() if line.strip()]
+        line.strip() for line in _text_file(args.queries, "queries file").splitlines() if line.strip()]
     with Collection(args.collection, settings=cfg) as coll:
         for q in queries:
             hits = coll.search(q, args.k, mode=args.mode, filters=args.filter, min_similarity=args.min_similarity)
@@ -321,8 +329,12 @@ def cmd_templates(args) -> int:
     cfg = load_config(_config_path(args))
     if not Path(args.file).is_file():
         raise NotFoundError(f"workbook not found: {args.file}")
-    print(preview(Path(args.file), sheet=args.sheet, n=args.n, excel=cfg.excel, quality=cfg.quality,
-                  counter=token_counter(cfg.embedding.model)))
+    try:
+        shown = preview(Path(args.file), sheet=args.sheet, n=args.n, excel=cfg.excel, quality=cfg.quality,
+                        counter=token_counter(cfg.embedding.model))
+    except FileRefused as exc:  # not a workbook, or one the reader refuses: the file's, not a bug
+        raise UserError(f"{args.file}: {exc}") from None
+    print(shown)
     return 0
 
 
@@ -334,6 +346,8 @@ def cmd_freeze(args) -> int:
 
     cfg = load_config(_config_path(args))
     out = Path(args.output) if args.output else home() / "manifests" / f"{args.tag}.json"
+    if args.output and not out.parent.is_dir():  # told before the corpus is read and hashed
+        raise NotFoundError(f"--output {args.output}: folder {out.parent} not found")
 
     manifest = freeze(list(args.dirs), cfg.input.include, cfg.input.exclude, args.tag, out,
                       StorageOptions.from_config(cfg.storage), follow_external_links=cfg.input.follow_external_links)
@@ -502,7 +516,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from-parquet", nargs="+", required=True, metavar="RUN_DIR",
                    help="run directories or URIs (s3://bucket/runs/RUN_ID), oldest first")
     p.add_argument("--collection", help="load into this collection instead of the one recorded")
-    p.add_argument("--writers", type=int, metavar="N", help="parallel write tasks (default: sink.writers)")
+    p.add_argument("--writers", type=_positive_int, metavar="N", help="parallel write tasks (default: sink.writers)")
     _add_db_args(p)
     p.set_defaults(func=cmd_load)
 
@@ -511,7 +525,7 @@ def build_parser() -> argparse.ArgumentParser:
     t = tsub.add_parser("preview", help="per sheet: detected header, template matched, rendered and discarded rows")
     t.add_argument("file", metavar="FILE")
     t.add_argument("--sheet")
-    t.add_argument("-n", type=int, default=10, help="rows to show per sheet")
+    t.add_argument("-n", type=_positive_int, default=10, help="rows to show per sheet")
     t.add_argument("--config", default=None)
     t.set_defaults(func=cmd_templates)
 

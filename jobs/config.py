@@ -28,7 +28,7 @@ from jobs.defaults import templates_dir
 from jobs.errors import ConfigError, NotFoundError
 from jobs.model_refs import join_ref, split_ref
 from jobs.sources.globs import check_globs
-from jobs.sources.uris import check_uri, scheme_of
+from jobs.sources.uris import check_uri, scheme_of, shown
 from jobs.template_files import templates_digest
 
 _COLLECTION_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -129,7 +129,7 @@ class StorageConfig(_Strict):
             return v
         parts = urlsplit(v)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"storage.endpoint_url must be http(s)://host[:port], got {v!r}")
+            raise ValueError(f"storage.endpoint_url must be http(s)://host[:port], got {shown(v)!r}")
         if parts.username or parts.password:
             raise ValueError("storage.endpoint_url must not carry credentials: use storage.secret_file or the environment")
         return v.rstrip("/")
@@ -575,12 +575,22 @@ def apply_overrides(
     url = database_url or os.environ.get("DATABASE_URL")
     url_file = os.environ.get("DATABASE_URL_FILE") or cfg.database.url_file
     if url:
+        check_url_scheme(url)
         data["database"]["url"] = url
     elif url_file:
         data["database"]["url"] = read_url_file(Path(url_file))
     elif cfg.database.url is not None:
         data["database"]["url"] = cfg.database.url.get_secret_value()
     return JobConfig.model_validate(data)
+
+
+def check_url_scheme(url: str) -> None:
+    """A database URL of another scheme (mysql://, https://) is refused naming only its scheme: the rest
+    holds the password. libpq's own `key=value` form has none and passes."""
+    scheme, sep, _ = url.partition("://")
+    if sep and scheme.lower() not in ("postgresql", "postgres"):
+        raise ConfigError(f"the database URL is a {scheme}:// URL: give postgresql://USER:PASSWORD@HOST:PORT/DB "
+                          "in --database-url / DATABASE_URL")
 
 
 def read_url_file(path: Path) -> str:

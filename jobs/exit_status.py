@@ -49,15 +49,21 @@ def user_error_message(exc: Exception, config_path: Callable[[], str]) -> str | 
 
 
 def _redacted(argv: list[str]) -> list[str]:
+    """The command line without the database URL's value, however the option was spelled (argparse takes
+    any unambiguous prefix: --database, --data=...)."""
+    def is_url_option(name: str) -> bool:
+        return len(name) >= 4 and "--database-url".startswith(name)
+
     out, hide = [], False
     for arg in argv:
+        name, eq, _ = arg.partition("=")
         if hide:
             out.append("***")
-        elif arg.startswith("--database-url="):
-            out.append("--database-url=***")
+        elif eq and is_url_option(name):
+            out.append(f"{name}=***")
         else:
             out.append(arg)
-        hide = arg == "--database-url"
+        hide = not eq and is_url_option(arg)
     return out
 
 
@@ -83,7 +89,7 @@ def internal_error(command: str, verbose: bool, argv: list[str] | None, exc: Exc
         sys.stderr.write(tb)
     if problem is None:
         print(f"this is a bug in corpusmill; the traceback is in {path}"
-              + ("" if verbose else " (-v prints it too)"), file=sys.stderr)
+              + ("" if verbose else f" (`corpusmill -v {command} …` prints it too)"), file=sys.stderr)
     else:
         print(f"this is a bug in corpusmill; the traceback is above (could not write {path}: {problem})",
               file=sys.stderr)

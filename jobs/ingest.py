@@ -111,11 +111,15 @@ def run_ingest(cfg: JobConfig, run_id: str | None = None, retry_failed: bool = F
             run.open_collection(store, scope)
             run.make_plan()
             run.start()
-            if run.documents:
-                run.process()
-            else:
-                run.keep_indexes()
-            run.settle()
+            try:
+                if run.documents:
+                    run.process()
+                else:
+                    run.keep_indexes()
+                run.settle()
+            except BaseException:
+                run.abandon()
+                raise
         run.report()
         return run.result
     finally:
@@ -284,6 +288,15 @@ class _Run:
         self.result.index_built = store.ensure_indexes(coll, cfg.database)
         self.stage_stats["stages"]["index"] = {"built": self.result.index_built,
                                                "seconds": round(time.monotonic() - t_index, 3)}
+
+    def abandon(self) -> None:
+        """The run stopped after it was recorded and before it settled (Ctrl-C in an index build, the
+        upkeep after the write): recorded aborted rather than `running` for good, where the database can
+        still be told. What it committed stays; the same command resumes."""
+        try:
+            self.store.abandon_run(self.run_id, {"plan": self.plan.counts()})
+        except Exception:  # the database itself may be what stopped the run
+            log.debug("could not record the stopped run %s", self.run_id, exc_info=True)
 
     def keep_indexes(self) -> None:
         """A run with nothing to process leaves the search indexes built all the same: its first step may

@@ -67,6 +67,49 @@ def test_unreachable_database_is_a_usage_error(home, capsys):
     assert line.startswith("corpusmill status: error: cannot connect to PostgreSQL")
 
 
+@pytest.mark.parametrize("url", ["mysql://bob:s3cret@127.0.0.1/db", "bob:s3cret@127.0.0.1/db"])
+def test_a_database_url_postgresql_cannot_read_is_a_usage_error_that_never_shows_the_password(home, url, capsys):
+    assert cli.main(["status", "--config", str(REPO / "configs" / "local.yaml"), "--database-url", url]) == 2
+    err = capsys.readouterr().err
+    assert "s3cret" not in err and "postgresql://USER:PASSWORD@HOST:PORT/DB" in err
+    assert not list((home / "logs").glob("internal-error-*.log"))
+
+
+def test_an_abbreviated_database_url_option_is_redacted_from_a_bug_report_too(home, monkeypatch):
+    monkeypatch.setattr(cli, "cmd_status", lambda args: {}["missing"])
+    for argv in (["status", "--database", "postgresql://u:hunter2@localhost/db"],
+                 ["status", "--data=postgresql://u:hunter2@localhost/db"]):
+        assert cli.main(argv) == 4
+    logs = sorted((home / "logs").glob("internal-error-*.log"))
+    assert len(logs) == 2 and all("hunter2" not in log.read_text() for log in logs)
+
+
+def test_a_users_file_or_number_that_will_not_do_is_one_line_and_exit_2(home, tmp_path, capsys):
+    """Mistakes in what the user gave, told as such (exit 2), not as a bug in corpusmill (exit 4)."""
+    not_utf8 = tmp_path / "latin1.txt"
+    not_utf8.write_bytes("caf\xe9 au lait\n".encode("latin-1"))
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a workbook\n")
+    local = str(REPO / "configs" / "local.yaml")
+    cases = [
+        (["freeze", str(tmp_path), "--tag", "t", "--output", str(tmp_path / "absent" / "m.json")], "folder"),
+        (["templates", "preview", str(notes), "--config", local], "notes.txt"),
+        (["search", "--queries", str(not_utf8), "--config", local,
+          "--database-url", "postgresql://nobody@127.0.0.1:1/none"], "not UTF-8"),
+        (["eval", "--golden", str(not_utf8), "--config", local,
+          "--database-url", "postgresql://nobody@127.0.0.1:1/none"], "not UTF-8"),
+    ]
+    for argv, said in cases:
+        assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert said in err and "internal error" not in err, (argv, err)
+    for argv in (["load", "--from-parquet", str(tmp_path), "--writers", "-2"],
+                 ["templates", "preview", str(notes), "-n", "-1"]):
+        with pytest.raises(SystemExit) as exit_:
+            cli.main(argv)
+        assert exit_.value.code == 2 and "expected a whole number 1 or more" in capsys.readouterr().err
+
+
 def test_unknown_collection(pg_url, capsys):
     assert cli.main(["status", "--collection", "nosuch", "--config", str(REPO / "configs" / "local.yaml"),
                      "--database-url", pg_url]) == 2

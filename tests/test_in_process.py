@@ -91,3 +91,26 @@ def test_an_ingest_with_nothing_to_do_leaves_the_text_indexes_of_a_table_it_anal
         assert conn.execute("SELECT terms FROM corpusmill.lexical_pivots WHERE chunk_table = %s", (table,)).fetchone()[0] > 0
     out = cli("search", "--collection", "e2e_reanalysed", "--mode", "text", "rolling update")
     assert out.returncode == 0 and "a.md" in out.stdout, out.stdout + out.stderr
+
+
+def test_a_run_interrupted_after_its_write_is_recorded_aborted_not_running(tmp_path, pg_url, monkeypatch):
+    """Ctrl-C during the index build (or the upkeep after the write): exit 130, the documents committed,
+    and the run recorded aborted, not `running` for good."""
+    from jobs.store.pgvector import PgStore
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.md").write_text("# Probes\n\nA readiness probe tells when a pod can take traffic.\n")
+    cfg = write_config(tmp_path / "i.yaml", "e2e_interrupted", [notes])
+
+    def interrupted(self, coll, db):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(PgStore, "ensure_indexes", interrupted)
+    out = cli("ingest", "--config", str(cfg))
+    assert out.returncode == 130, out.stdout + out.stderr
+    with psycopg.connect(pg_url) as conn:
+        runs = conn.execute("SELECT status, finished_at IS NOT NULL FROM corpusmill.runs "
+                            "WHERE collection = 'e2e_interrupted'").fetchall()
+    assert runs == [("aborted", True)]
+    assert status("e2e_interrupted")["documents"]["done"] == 1

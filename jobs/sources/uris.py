@@ -31,9 +31,18 @@ def scheme_of(uri: str | os.PathLike) -> str | None:
     if scheme == "file":
         return None
     if scheme not in SCHEMES:
-        raise ConfigError(f"unsupported URI scheme {scheme!r} in {text!r}: use a local path, "
+        raise ConfigError(f"unsupported URI scheme {scheme!r} in {shown(text)!r}: use a local path, "
                          f"{', '.join(s + '://' for s in sorted(SCHEMES))}")
     return scheme
+
+
+def shown(uri: str) -> str:
+    """`uri` as a message may repeat it: without what comes before an `@` in its authority (user, password)."""
+    scheme, sep, rest = uri.partition("://")
+    if not sep:
+        return uri
+    authority, slash, path = rest.partition("/")
+    return f"{scheme}://{'…@' if '@' in authority else ''}{authority.rpartition('@')[2]}{slash}{path}"
 
 
 def is_remote(uri: str | os.PathLike) -> bool:

@@ -27,7 +27,7 @@ import logging
 import psycopg
 from psycopg import sql
 
-from jobs.errors import UnreachableError
+from jobs.errors import ConfigError, UnreachableError
 from jobs.sources.changes import StoredDoc  # noqa: F401 (part of this module's API)
 from jobs.store import locks
 from jobs.store.arrow_copy import CHUNK_COLUMNS  # noqa: F401 (part of this module's API)
@@ -64,6 +64,11 @@ class PgStore(locks.CollectionLocks, Migrations, CollectionDDL, DocumentRows, Do
                 f"cannot connect to PostgreSQL ({exc}); check --database-url / DATABASE_URL, "
                 "or unset them to use the embedded server (`corpusmill db start`)"
             ) from exc
+        except psycopg.ProgrammingError as exc:  # libpq could not read the URL itself; its message repeats it
+            raise ConfigError(
+                "the database URL is not one PostgreSQL can read (libpq: "
+                f"{str(exc).splitlines()[0].replace(url, '<the URL>')}); give postgresql://USER:PASSWORD@HOST:PORT/DB "
+                "in --database-url / DATABASE_URL") from None
 
     def _connect(self) -> psycopg.Connection:
         return connect(self.url, self.application_name)

@@ -34,6 +34,14 @@ class RunRecords:
             "UPDATE {} SET finished_at = now(), status = %s, counts = %s, stage_stats = %s WHERE run_id = %s"
         ).format(self._t("runs")), (status, json.dumps(counts), json.dumps(stage_stats), run_id))
 
+    def abandon_run(self, run_id: str, counts: dict) -> None:
+        """A run that stopped before it settled: aborted, unless it already has an outcome (one that
+        reached finish_run, or _stopped's own record). Not replayed on a reconnect: a database that is
+        gone cannot be told, and the run's next attempt records it again."""
+        self.conn.execute(sql.SQL(
+            "UPDATE {} SET finished_at = now(), status = 'aborted', counts = %s WHERE run_id = %s AND status = 'running'"
+        ).format(self._t("runs")), (json.dumps(counts), run_id))
+
     @reconnecting
     def run_document_counts(self, collection: str, run_id: str) -> dict:
         """The run's documents by status: done, failed, pending."""

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jobs.errors import ConfigError, NotFoundError
+from jobs.errors import ConfigError, NotFoundError, UserError
 
 SearchFn = Callable[[list[str], int], list[list[dict]]]
 
@@ -74,7 +74,10 @@ def load_golden(path: str | Path) -> list[GoldenQuestion]:
     path = Path(path)
     if not path.is_file():
         raise NotFoundError(f"golden file not found: {path}")
-    text = path.read_text(encoding="utf-8-sig")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"golden file {path} is not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
     squad = _as_squad(text)
     questions = _squad_questions(squad, path) if squad is not None else _jsonl_questions(text, path)
     if not questions:

@@ -25,3 +25,7 @@ def test_credentials_in_a_uri_are_refused_without_echoing_them():
     with pytest.raises(ValueError) as err:
         check_uri("s3://AKIAXX:hunter2@bucket/prefix")
     assert "hunter2" not in str(err.value) and "AKIAXX" not in str(err.value)
+    # A scheme corpusmill does not read is refused before the credentials are looked at: not echoed either.
+    with pytest.raises(ValueError, match="unsupported URI scheme 'https'") as err:
+        scheme_of("https://bob:hunter2@host/notes")
+    assert "hunter2" not in str(err.value) and "bob" not in str(err.value)
