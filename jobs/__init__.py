@@ -14,8 +14,10 @@ __version__ = "0.1.0"
 # window does not end on a lead-in ("…the following command:") whose block follows (jobs/markdown/windows.py).
 # "9": a setext heading opens its section's chunk; chunks carry their document's metadata (front matter).
 # "10": code and HTML blocks as CommonMark reads them: fences in list items and quotes, indented code
-# (jobs/markdown/parse.py)
-PIPELINE_VERSION = "10"
+# (jobs/markdown/parse.py). "11": numbers in Text-formatted (@) cells, zero-padded and digit-group formats
+# (000-00-0000) shown as the workbook shows them (jobs/excel/formats.py); a quote's line over `---` is no
+# setext heading.
+PIPELINE_VERSION = "11"
 
 # The Python API (jobs/api.py), imported on first use: Ray workers import this package for every stage
 # and need none of it.

@@ -54,7 +54,28 @@ def _digits(value: float, block: str, exp: str | None) -> str:
         keep = len(text) - (most - least)
         text = text[:keep] + text[keep:].rstrip("0")
         text = text.rstrip(".")
+    zeros = integer.count("0")
+    if zeros > 1 and "," not in integer:  # "00000": at least that many digits, a ZIP code keeps its 0
+        whole, point, rest = text.partition(".")
+        text = whole.zfill(zeros) + point + rest
     return text
+
+
+def _digit_groups(value: float, blocks: list[str]) -> list[str]:
+    """A whole number spread over several digit groups (`000-00-0000`, `(000) 000-0000`), filled from
+    the right as Excel fills them: each group takes its share of the last digits, padded with 0 where
+    its placeholder is a 0; the first group takes whatever digits are left."""
+    digits = str(round(value))
+    out: list[str] = []
+    for i, block in reversed(list(enumerate(blocks))):
+        size = sum(ch in "0#?" for ch in block)
+        if i == 0:
+            taken, digits = digits, ""
+        else:
+            taken, digits = digits[-size:] if size else "", digits[:-size] if size else digits
+        zeros = block.count("0")
+        out.append(taken.zfill(zeros) if zeros > len(taken) else taken)
+    return out[::-1]
 
 
 def _sections(fmt: str) -> list[str]:
@@ -75,6 +96,11 @@ def _sections(fmt: str) -> list[str]:
     return sections + ["".join(current)]
 
 
+def _mark(name) -> str:
+    """Where a digit group's (or General's) text goes in a section's output (no cell text holds \\x01)."""
+    return f"\x01{name}\x01"
+
+
 def _format_number(value: float, fmt: str) -> str:
     sections = _sections(fmt)
     section, signed = sections[0], value < 0
@@ -85,32 +111,47 @@ def _format_number(value: float, fmt: str) -> str:
     if "?/" in section:
         return _general(value)  # fractions: rare, and the general form says the same
     out: list[str] = []
-    block = exp = None
+    blocks: list[str] = []
+    exp = None
     general = percent = False
     for m in _FMT_TOKEN.finditer(section):
         kind = m.lastgroup
         if kind in ("quoted", "escaped", "currency"):
             out.append(m.group(kind))
-        elif kind == "number" and block is None:
-            block = m.group("number")
-            out.append("\0")
+        elif kind == "number" and not general:
+            out.append(_mark(len(blocks)))
+            blocks.append(m.group("number"))
         elif kind == "exp":
             exp = m.group("exp")
-        elif kind == "general" and block is None:
-            general = True
-            out.append("\0")
+        elif kind in ("general", "other") and (kind == "general" or m.group("other") == "@"):
+            # General, and @ (the Text format) on a number: the number as General shows it
+            if not blocks and not general:
+                general = True
+                out.append(_mark("g"))
         elif kind == "other":
             ch = m.group("other")
             if ch.isalpha():
                 return _general(value)  # date or time codes on a plain number: no reliable rendering
             percent = percent or ch == "%"
-            if ch != "@":
-                out.append(ch)
-    if block is None and not general:
+            out.append(ch)
+    if not blocks and not general:
         return "".join(out).strip()  # a section with no digits, e.g. "—" for zero
     magnitude = abs(value) * (100 if percent else 1)
-    shown = _general(magnitude) if general else _digits(magnitude, block, exp)
-    text = "".join(out).replace("\0", shown).strip()
+    text = "".join(out)
+    if general:
+        shown = _general(magnitude)
+        text = text.replace(_mark("g"), shown)
+    elif len(blocks) > 1 and not exp and float(magnitude).is_integer() and not any("." in b for b in blocks):
+        groups = _digit_groups(magnitude, blocks)
+        shown = "".join(groups)
+        for i, group in enumerate(groups):
+            text = text.replace(_mark(i), group)
+    else:  # one digit block; any later one (a second number in one section) shows nothing
+        shown = _digits(magnitude, blocks[0], exp)
+        text = text.replace(_mark(0), shown)
+        for i in range(1, len(blocks)):
+            text = text.replace(_mark(i), "")
+    text = text.strip()
     return f"-{text}" if signed and shown.strip("0.,") else text
 
 

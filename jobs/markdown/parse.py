@@ -323,8 +323,10 @@ def _classify(lines: list[tuple[int, int, str]], onenote: bool) -> list[tuple[st
             continue
         m = _SETEXT_UNDERLINE.match(line)
         one_line = len(kinds) < 2 or kinds[-2][0] != "text"
-        if (m and prev == "text" and one_line and len(lines[len(kinds) - 1][2]) <= MAX_HEADING_CHARS
-                and not _LIST_ITEM.match(lines[len(kinds) - 1][2])):
+        above = lines[len(kinds) - 1][2] if kinds else ""
+        # Not under a quote's line: `> note` then `---` is a quote and a thematic break (CommonMark).
+        if (m and prev == "text" and one_line and len(above) <= MAX_HEADING_CHARS
+                and not _LIST_ITEM.match(above) and not _QUOTE.match(above)):
             level = 1 if m["marks"][0] == "=" else 2
             kinds[-1] = ("setext", level, clean_heading(lines[len(kinds) - 1][2]))
             kinds.append(("underline", 0, ""))

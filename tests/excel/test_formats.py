@@ -23,3 +23,12 @@ def test_number_formats_follow_their_sections():
     assert format_value(dt.datetime(1947, 1, 8), "d mmmm yyyy") == "8 January 1947"
     assert format_value(dt.datetime(2016, 1, 10), "mm-dd-yy") == "2016-01-10"  # numeric dates: ISO, not locale
     assert format_value("a<br/>b_x000D_c") == "a b c" and format_value("#N/A") == ""
+
+
+def test_text_format_zero_padding_and_digit_groups_show_every_digit():
+    assert format_value(12345, "@") == "12345"  # a number in a Text-formatted cell (an ID column)
+    assert format_value(2134, "00000") == "02134"  # a ZIP code keeps its leading zero
+    assert format_value(7, "000-00-0000") == "000-00-0007" and format_value(123456789, "000-00-0000") == "123-45-6789"
+    assert format_value(5551234567, "(000) 000-0000") == "(555) 123-4567"
+    assert format_value(15551234567, "(000) 000-0000") == "(1555) 123-4567"  # the first group takes the rest
+    assert format_value(3.5, "00") == "04" and format_value(-5, "0") == "-5"

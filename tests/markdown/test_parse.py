@@ -107,6 +107,14 @@ def test_front_matter_keys_yaml_reads_as_dates_stay_metadata_and_the_stage_goes_
     assert json.loads(row["metadata_json"]) == {"2024-01-01": "first release", "releases": {"2024-06-01": "second"}}
 
 
+def test_a_quote_line_over_a_rule_is_a_quote_and_a_rule_not_a_heading():
+    text = "> Important note.\n---\n\nBody text here.\n"
+    p = parse_markdown(text, "x")
+    assert [s.heading_path for s in p.sections] == [[]]  # no section of its own
+    blocks = [text[b.start:b.end] for s in p.sections for b in s.blocks]
+    assert blocks == ["> Important note.", "Body text here."]
+
+
 def test_offsets_cover_block_text_on_real_files():
     for path in CORPUS.rglob("*.md"):
         text = read_source_text(path)
