@@ -58,12 +58,16 @@ def _text_file(path: str, what: str) -> str:
         raise UserError(f"{what} {path} is not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
 
 
-def _add_selectors(p: argparse.ArgumentParser) -> None:
+def _add_config_and_input(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None,
                    help=f"job config YAML (default: {DEFAULT_CONFIG} when it exists, else the local.yaml "
                    "installed with corpusmill)")
     p.add_argument("--input", action="append", metavar="DIR|URI",
                    help="input root (repeatable): a directory, s3://bucket/prefix, gs://…, abfs://…; overrides the config")
+
+
+def _add_selectors(p: argparse.ArgumentParser) -> None:
+    _add_config_and_input(p)
     p.add_argument("--collection", help="collection name; overrides the config")
     p.add_argument("--database-url", help="PostgreSQL URL (else DATABASE_URL, then the file named by DATABASE_URL_FILE, "
                    "else the embedded server)")
@@ -101,7 +105,8 @@ def _load(args) -> JobConfig:  # noqa: F821
     from jobs.config import apply_overrides, load_config
 
     cfg = load_config(_config_path(args))
-    return apply_overrides(cfg, inputs=args.input, collection=args.collection, database_url=args.database_url,
+    return apply_overrides(cfg, inputs=args.input, collection=getattr(args, "collection", None),
+                           database_url=getattr(args, "database_url", None),
                            output=getattr(args, "output", None), keep_removed=getattr(args, "keep_removed", None),
                            manifest=getattr(args, "manifest", None),
                            read_via_driver=getattr(args, "read_via_driver", None))
@@ -537,7 +542,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_freeze)
 
     p = sub.add_parser("stats", help="token distributions before and after chunking; no database, no Ray")
-    _add_selectors(p)
+    _add_config_and_input(p)  # what it reads: no collection, database, output or manifest
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_stats)
 

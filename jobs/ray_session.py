@@ -87,9 +87,9 @@ def _add_filter(logger: str, flt: _DropMessages) -> None:
 
 def init_ray(cfg: JobConfig) -> bool:
     """Start a local Ray (or join RAY_ADDRESS) unless this process has one already. True when this call
-    ran `ray.init` without an address, which starts a Ray of the process's own (or, should a `ray
-    start` cluster be running on this machine, joins it): the run then stops it itself
-    (stop_ray_in_background), and stopping a Ray it only joined just disconnects."""
+    started a Ray of the process's own: the run then stops it itself (stop_ray_in_background). A `ray
+    start` cluster running on this machine is joined only through RAY_ADDRESS: without it Ray would
+    find that cluster and refuse the num_cpus it is given."""
     if ray.is_initialized():
         return False
     quiet_ray(cfg.ray.progress_bars)
@@ -104,8 +104,8 @@ def init_ray(cfg: JobConfig) -> bool:
         # than in a runtime_env spares every worker Ray's runtime_env start-up (setup_worker.py, which
         # imports Ray and then execs the real worker, which imports it again).
         os.environ.update(WORKER_ENV)
-        ray.init(num_cpus=cfg.ray.num_cpus or max(os.cpu_count() or 1, 4), include_dashboard=False,
-                 log_to_driver=True, logging_level=level)
+        ray.init(address="local", num_cpus=cfg.ray.num_cpus or max(os.cpu_count() or 1, 4),
+                 include_dashboard=False, log_to_driver=True, logging_level=level)
     ctx = DataContext.get_current()
     ctx.enable_progress_bars = cfg.ray.progress_bars
     ctx.enable_operator_progress_bars = cfg.ray.progress_bars

@@ -110,6 +110,13 @@ def test_a_users_file_or_number_that_will_not_do_is_one_line_and_exit_2(home, tm
         assert exit_.value.code == 2 and "expected a whole number 1 or more" in capsys.readouterr().err
 
 
+def test_stats_takes_only_what_it_reads(capsys):
+    """No collection, database, output or manifest: it chunks --input (or the config's roots) in process."""
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["stats", "--manifest", "m.json"])
+    assert exit_.value.code == 2 and "unrecognized arguments: --manifest" in capsys.readouterr().err
+
+
 def test_unknown_collection(pg_url, capsys):
     assert cli.main(["status", "--collection", "nosuch", "--config", str(REPO / "configs" / "local.yaml"),
                      "--database-url", pg_url]) == 2
