@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 # "10": code and HTML blocks as CommonMark reads them: fences in list items and quotes, indented code
 # (jobs/markdown/parse.py). "11": numbers in Text-formatted (@) cells, zero-padded and digit-group formats
 # (000-00-0000) shown as the workbook shows them (jobs/excel/formats.py); a quote's line over `---` is no
-# setext heading.
+# setext heading; `---`, a line of text, `---` at the top is no front matter but the page's text.
 PIPELINE_VERSION = "11"
 
 # The Python API (jobs/api.py), imported on first use: Ray workers import this package for every stage

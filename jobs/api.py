@@ -64,7 +64,8 @@ class Hit:
     """One search result. `score` orders the list (the fused score; the cosine in plain vector mode);
     `cosine` is the chunk's similarity to the query, `bm25` its BM25 score when BM25 ranked it.
     `snippet` is the passage that matched, `highlights` the [start, end) spans of the query's words in it.
-    `char_start`/`char_end` locate the chunk in its source file (Markdown); `sheet`/`row` in a workbook.
+    `char_start`/`char_end` locate the chunk in its source file (Markdown) as read: without a byte-order
+    mark, line endings as `\n`; `sheet`/`row` in a workbook.
     `metadata`: the document's front matter keys (a workbook: its sheet names)."""
 
     rank: int

@@ -169,7 +169,9 @@ def _front_matter(text: str) -> tuple[dict, int]:
         try:
             meta = _json_keys(loader(body) or {})
             if not isinstance(meta, dict):
-                meta = {"front_matter": meta}
+                # Not a mapping (`---`, a line of text, `---`): no front matter but a rule and the page's
+                # own text, as CommonMark reads it; the text stays in the chunks.
+                return {}, 0
         except Exception as exc:  # a broken header must not lose the document's text
             meta = {"front_matter_error": f"{type(exc).__name__}: {exc}"[:500]}
         return meta, min(i + len(closer), len(text))

@@ -115,6 +115,15 @@ def test_a_quote_line_over_a_rule_is_a_quote_and_a_rule_not_a_heading():
     assert blocks == ["> Important note.", "Body text here."]
 
 
+def test_a_page_that_opens_with_a_rule_keeps_the_text_under_it():
+    text = "---\nAn introduction in plain words.\n---\n\nBody text here.\n"
+    p = parse_markdown(text, "x")
+    assert p.metadata == {}
+    blocks = " ".join(text[b.start:b.end] for s in p.sections for b in s.blocks)
+    assert "An introduction in plain words." in blocks + " ".join(" ".join(s.heading_path) for s in p.sections)
+    assert "Body text here." in blocks
+
+
 def test_offsets_cover_block_text_on_real_files():
     for path in CORPUS.rglob("*.md"):
         text = read_source_text(path)
