@@ -144,6 +144,8 @@ class _Run:
     output: RunOutput
     result: IngestResult
     sink: DocumentWriter  # or on_ray.ChunkDatasink
+    # process
+    progress: Progress
 
     def __init__(self, cfg: JobConfig, run_id: str, retry_failed: bool, stopping: list[threading.Thread]):
         self.started = time.monotonic()
@@ -269,8 +271,9 @@ class _Run:
             watch.on_lost(self.cancel)
         try:
             # Ray Data's own bars, when asked for, take the terminal: the progress then goes to the log.
-            progress = Progress(self.url, cfg.database.schema_name, cfg.collection, self.run_id, self.documents,
-                                cfg.sink.progress_seconds, live=False if self.on_ray and cfg.ray.progress_bars else None)
+            self.progress = progress = Progress(
+                self.url, cfg.database.schema_name, cfg.collection, self.run_id, self.documents,
+                cfg.sink.progress_seconds, live=False if self.on_ray and cfg.ray.progress_bars else None)
             with progress, watch:
                 writers = self._rounds()
         except BaseException as exc:
@@ -325,6 +328,7 @@ class _Run:
             if not moved:
                 break
             store.mark_pending_work(cfg.collection, self.run_id, since=work.since)
+            self.progress.extend(moved)
             self.result.rehomed += moved
             stage_stats["rehome"] = {"documents": self.result.rehomed, "pipeline": self._pipeline(cfg)[0]}
         # Documents this run lost that would now settle (lost in the runs before too) go through

@@ -109,6 +109,11 @@ class ProgressLine:
         self._swapped: list[tuple[object, str, object]] = []
 
     # ---- on a terminal: one line, redrawn --------------------------------------------------------
+    def extend(self, more: int) -> None:
+        """`more` documents to count towards the total (a further round of the same run)."""
+        self.total += more
+        self._rates.total += more
+
     def __enter__(self) -> ProgressLine:
         if self.live:
             self._capture()

@@ -29,9 +29,21 @@ class Progress:
         self._thread = threading.Thread(target=self._run, name="write-progress", daemon=True)
 
     def __enter__(self) -> Progress:
+        # What the run held before these writes (a resumed run id's earlier attempt): not counted again.
+        self._base = (0, 0, 0)
+        try:
+            with psycopg.connect(self.url, autocommit=True) as conn:
+                self._base = self._counts(conn)
+        except Exception:  # progress is a courtesy: never fail a run over it
+            log.debug("no write progress baseline", exc_info=True)
         self.line.__enter__()
         self._thread.start()
         return self
+
+    def extend(self, documents: int) -> None:
+        """More documents to write in this run (a round that re-chunks documents others released)."""
+        self.total += documents
+        self.line.extend(documents)
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
@@ -49,6 +61,10 @@ class Progress:
 
     def sample(self, conn: psycopg.Connection) -> tuple[int, int, int]:
         """(documents committed, documents failed, vectors) of the run so far."""
+        now = self._counts(conn)
+        return tuple(max(0, a - b) for a, b in zip(now, self._base))
+
+    def _counts(self, conn: psycopg.Connection) -> tuple[int, int, int]:
         counts = dict.fromkeys(("done", "failed"), (0, 0)) | {
             r[0]: (r[1], r[2] or 0) for r in conn.execute(sql.SQL(
                 "SELECT status, count(*), sum(chunk_count) FROM {} WHERE collection = %s AND run_id = %s "
