@@ -19,6 +19,7 @@ from datetime import UTC
 from pathlib import Path
 
 from jobs import service_commands
+from jobs.cli_args import positive_int, ratio, text_file
 from jobs.errors import FileRefused, NotFoundError, UserError
 from jobs.exit_status import internal_error, user_error_message
 
@@ -28,34 +29,6 @@ MODE_HELP = ("vector, text (BM25), hybrid (both) or hybrid-doc (both and documen
              "default: the config's database.search_mode)")
 REPEAT_HELP = ("a page's next chunk stays ahead of another page's best only at R times its score "
                "(default: the config's database.repeat_ratio; 1: plain rank order)")
-
-
-def _ratio(value: str) -> float:
-    try:
-        r = float(value)
-    except ValueError:
-        r = 0.0
-    if not r >= 1:  # NaN too
-        raise argparse.ArgumentTypeError(f"expected a number 1 or more, got {value!r}")
-    return r
-
-
-def _positive_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number 1 or more, got {value!r}")
-    return n
-
-
-def _text_file(path: str, what: str) -> str:
-    """A UTF-8 text file the user named; one that is not is the user's to fix (exit 2)."""
-    try:
-        return Path(path).read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{what} {path} is not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
 
 
 def _add_config_and_input(p: argparse.ArgumentParser) -> None:
@@ -240,7 +213,7 @@ def cmd_search(args) -> int:
     if args.repeat_ratio is not None:
         cfg = cfg.model_copy(update={"database": cfg.database.model_copy(update={"repeat_ratio": args.repeat_ratio})})
     queries = [args.query] if args.query else [
-        line.strip() for line in _text_file(args.queries, "queries file").splitlines() if line.strip()]
+        line.strip() for line in text_file(args.queries, "queries file").splitlines() if line.strip()]
     with Collection(args.collection, settings=cfg) as coll:
         for q in queries:
             hits = coll.search(q, args.k, mode=args.mode, filters=args.filter, min_similarity=args.min_similarity)
@@ -458,7 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("search", help="the chunks that best answer a query (default: BM25 and vectors fused; --mode)")
     p.add_argument("--collection", help="default: the config's collection")
-    p.add_argument("-k", type=_positive_int, default=5, help="hits per query (default 5)")
+    p.add_argument("-k", type=positive_int, default=5, help="hits per query (default 5)")
     p.add_argument("--json", action="store_true", help="one JSON line per query: each hit with its score, cosine, "
                    "bm25, locators (char_start, char_end, sheet, row), metadata and matching passage")
     p.add_argument("--filter", action="append", metavar="KEY=VALUE",
@@ -469,12 +442,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "nothing in the collection can come back empty")
     p.add_argument("--queries", metavar="FILE", help="one query per line")
     p.add_argument("--mode", choices=MODES, help=MODE_HELP)
-    p.add_argument("--repeat-ratio", type=_ratio, metavar="R", help=REPEAT_HELP)
+    p.add_argument("--repeat-ratio", type=ratio, metavar="R", help=REPEAT_HELP)
     _add_db_args(p)
     p.add_argument("query", nargs="?")
     p.set_defaults(func=cmd_search)
 
-    service_commands.add_parsers(sub, _positive_int, _add_db_args)  # serve, upgrade
+    service_commands.add_parsers(sub, _add_db_args)  # serve, upgrade
 
     p = sub.add_parser("eval", help="recall@1/5/10 and MRR of a collection against golden questions")
     target = p.add_mutually_exclusive_group()
@@ -484,7 +457,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="JSONL (question + chunk_id / source_path / answer) or SQuAD-format JSON such as XQuAD")
     p.add_argument("--exact", action="store_true", help="flat scan instead of the HNSW index (the index's own loss)")
     p.add_argument("--mode", choices=MODES, help=MODE_HELP)
-    p.add_argument("--repeat-ratio", type=_ratio, metavar="R", help=REPEAT_HELP)
+    p.add_argument("--repeat-ratio", type=ratio, metavar="R", help=REPEAT_HELP)
     p.add_argument("--hits", metavar="FILE", help="per-question hits JSONL (default $CORPUSMILL_HOME/eval/…)")
     p.add_argument("--json", action="store_true")
     _add_db_args(p)
@@ -501,7 +474,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--collection", help="default: the config's collection")
     p.add_argument("--model", required=True, help="name, hub id or path; MODEL#onnx-int8 names a backend (else the config's)")
     p.add_argument("--drop-old", action="store_true", help="drop the previous space once switched")
-    p.add_argument("--docs-per-batch", type=_positive_int, default=32, metavar="N",
+    p.add_argument("--docs-per-batch", type=positive_int, default=32, metavar="N",
                    help="documents per read task (default 32); each is committed whole, so a kill loses at most "
                         "the documents in flight")
     _add_db_args(p, "embedding resources, device, dtype, batch size; sink writers and placement; and the "
@@ -521,7 +494,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from-parquet", nargs="+", required=True, metavar="RUN_DIR",
                    help="run directories or URIs (s3://bucket/runs/RUN_ID), oldest first")
     p.add_argument("--collection", help="load into this collection instead of the one recorded")
-    p.add_argument("--writers", type=_positive_int, metavar="N", help="parallel write tasks (default: sink.writers)")
+    p.add_argument("--writers", type=positive_int, metavar="N", help="parallel write tasks (default: sink.writers)")
     _add_db_args(p)
     p.set_defaults(func=cmd_load)
 
@@ -530,7 +503,7 @@ def build_parser() -> argparse.ArgumentParser:
     t = tsub.add_parser("preview", help="per sheet: detected header, template matched, rendered and discarded rows")
     t.add_argument("file", metavar="FILE")
     t.add_argument("--sheet")
-    t.add_argument("-n", type=_positive_int, default=10, help="rows to show per sheet")
+    t.add_argument("-n", type=positive_int, default=10, help="rows to show per sheet")
     t.add_argument("--config", default=None)
     t.set_defaults(func=cmd_templates)
 

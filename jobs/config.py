@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from jobs import PIPELINE_VERSION
 from jobs.config_keys import validate_keys
+from jobs.database_urls import check_url_scheme, read_url_file
 from jobs.defaults import templates_dir
 from jobs.errors import ConfigError, NotFoundError
 from jobs.model_refs import join_ref, split_ref
@@ -582,25 +583,3 @@ def apply_overrides(
     elif cfg.database.url is not None:
         data["database"]["url"] = cfg.database.url.get_secret_value()
     return JobConfig.model_validate(data)
-
-
-def check_url_scheme(url: str) -> None:
-    """A database URL of another scheme (mysql://, https://) is refused naming only its scheme: the rest
-    holds the password. libpq's own `key=value` form has none and passes."""
-    scheme, sep, _ = url.partition("://")
-    if sep and scheme.lower() not in ("postgresql", "postgres"):
-        raise ConfigError(f"the database URL is a {scheme}:// URL: give postgresql://USER:PASSWORD@HOST:PORT/DB "
-                          "in --database-url / DATABASE_URL")
-
-
-def read_url_file(path: Path) -> str:
-    """The database URL from a secret file: how a job submitted to a cluster gets it without the URL
-    passing through the command line, the job's environment or its logs. The error names the file,
-    never its content."""
-    try:
-        url = path.read_text(encoding="utf-8").strip()
-    except OSError as e:
-        raise ConfigError(f"cannot read the database URL file {path}: {e.strerror}") from None
-    if not url.startswith(("postgresql://", "postgres://")):
-        raise ConfigError(f"the database URL file {path} does not hold a postgresql:// URL")
-    return url

@@ -8,12 +8,13 @@ them costs `corpusmill status` nothing.
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Callable
 
+from jobs.cli_args import positive_int, seconds
 
-def add_parsers(sub, positive_int: Callable[[str], int], add_db_args: Callable[[argparse.ArgumentParser], None]) -> None:
-    """`serve` and `upgrade` on the command line's subparsers `sub` (jobs/cli.py's argument helpers passed in)."""
+
+def add_parsers(sub, add_db_args: Callable[[argparse.ArgumentParser], None]) -> None:
+    """`serve` and `upgrade` on the command line's subparsers `sub` (jobs/cli.py's database options passed in)."""
     p = sub.add_parser("serve", help="a search page and JSON search over HTTP, the model loaded once")
     p.add_argument("--collection", help="default: the config's collection")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0: every "
@@ -25,7 +26,7 @@ def add_parsers(sub, positive_int: Callable[[str], int], add_db_args: Callable[[
                    help="an origin (https://app.example.com) whose pages may call the API; repeatable (default: none)")
     p.add_argument("--pool-size", type=positive_int, default=8, metavar="N",
                    help="searches that run at once, each on its own read-only database connection (default 8)")
-    p.add_argument("--statement-timeout", type=_seconds, metavar="SECONDS",
+    p.add_argument("--statement-timeout", type=seconds, metavar="SECONDS",
                    help="stop a search statement after this long and answer 503 (default: the config's "
                    "database.statement_timeout_s; 0: no limit)")
     add_db_args(p)
@@ -39,17 +40,6 @@ def add_parsers(sub, positive_int: Callable[[str], int], add_db_args: Callable[[
                    "the collection's model; collections that have them are kept current without it")
     add_db_args(p)
     p.set_defaults(func=cmd_upgrade)
-
-
-def _seconds(value: str) -> float:
-    """A duration in seconds: a finite number, 0 or more."""
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = float("nan")
-    if not math.isfinite(seconds) or seconds < 0:
-        raise argparse.ArgumentTypeError(f"expected seconds, 0 or more, got {value!r}")
-    return seconds
 
 
 def cmd_serve(args) -> int:

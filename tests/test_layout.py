@@ -23,6 +23,7 @@ LAYERS = [
     {"jobs", "errors", "home", "defaults", "model_refs", "config_keys", "template_files", "web",
      "progress_line"},  # progress_line: how a long step shows progress on a terminal (no database, no Ray)
     {"sources"},  # where documents come from: discovery, listing, the plan
+    {"database_urls"},  # the database URL as a user gives it (flag, variable, secret file), checked
     {"config"},
     # the row schemas between stages (the chunk contract, error and empty markers); terms: the text analysis
     # chunk rows carry and the search applies to queries (both sides use it)
@@ -43,7 +44,7 @@ LAYERS = [
     {"ingest", "ingest_outcome"},  # ingest_outcome: what a run ends with (its result, or why it stopped)
     {"api"},  # the Python API: open a collection, search, ingest
     {"serve"},  # the API over HTTP
-    {"exit_status"},  # how a command's exception becomes its exit status and message
+    {"exit_status", "cli_args"},  # an exception's exit status and message; the arguments' types
     {"service_commands"},  # the command line's `serve` and `upgrade` (jobs/cli.py registers them)
     {"cli"},
 ]
