@@ -514,7 +514,7 @@ def test_a_run_whose_driver_session_is_cut_while_another_takes_over_stops_and_co
     ingest of the collection starts at once. The second takes the collection and finishes; the first stops
     with one line and commits nothing after the second took over; the collection ends equal to a clean run's.
     The first run ignores SIGINT, as a script's `corpusmill ingest … &` does: its Ray job is cancelled all
-    the same (jobs/ray_session.py JobCancel), so it is gone while the second still works (issue 42)."""
+    the same (jobs/ray_session.py JobCancel), so it is gone within a minute of the takeover (issue 42)."""
     big = big_corpus(corpus, tmp_path / "big", copies=CLEAN_COPIES)
     n_docs = len(list(big.rglob("*.md")))
     cfg = write_config(tmp_path / "f.yaml", "e2e_fence", [big], **PROGRESSIVE)
@@ -545,12 +545,12 @@ def test_a_run_whose_driver_session_is_cut_while_another_takes_over_stops_and_co
         with psycopg.connect(pg_url) as conn:
             since_takeover = conn.execute("SELECT extract(epoch FROM now() - taken_at) FROM "
                                           "corpusmill.collection_owners WHERE collection = 'e2e_fence'").fetchone()[0]
-        second_working = second.poll() is None
         assert second.wait(timeout=600) == 0, open(tmp_path / "second.log").read()[-3000:]
         assert first_exit == 2
-        # Its Ray job cancelled, not run to its end: gone while the second run still worked, and well within a
-        # minute of the takeover (it used to embed on for minutes on writers that could no longer commit).
-        assert second_working and since_takeover < 60, since_takeover
+        # Its Ray job cancelled, not run to its end: gone well within a minute of the takeover (it used to embed
+        # on for minutes on writers that could no longer commit). Whether the second run is still working then
+        # depends on how much the first left it: not asserted.
+        assert since_takeover < 60, since_takeover
     finally:
         for p in (proc, second):
             if p is not None and p.poll() is None:
