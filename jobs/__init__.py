@@ -14,8 +14,8 @@ __version__ = "0.1.0"
 # window does not end on a lead-in ("…the following command:") whose block follows (jobs/markdown/windows.py).
 # "9": a setext heading opens its section's chunk; chunks carry their document's metadata (front matter).
 # "10": code and HTML blocks as CommonMark reads them: fences in list items and quotes, indented code
-# (jobs/markdown/parse.py). "11": numbers in Text-formatted (@) cells, zero-padded and digit-group formats
-# (000-00-0000) shown as the workbook shows them (jobs/excel/formats.py); a quote's line over `---` is no
+# (jobs/markdown/parse.py). "11": numbers in Text-formatted (@) cells, zero-padded, digit-group (000-00-0000)
+# and conditional ([<=9999999]###-####;…) formats shown as the workbook shows them (jobs/excel/formats.py); a quote's line over `---` is no
 # setext heading; `---`, a line of text, `---` at the top is no front matter but the page's text.
 PIPELINE_VERSION = "11"
 

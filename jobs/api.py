@@ -45,7 +45,7 @@ from jobs.store.url import database_url as resolve_url
 log = logging.getLogger(__name__)
 
 CHECKOUT_CONFIG = Path("configs/local.yaml")
-# How many embedding-space switches one search follows before it gives up (each is a reembed's commit).
+# Passes one search makes to reach the active embedding space (a switch found costs one) before it gives up.
 FOLLOWS = 3
 
 
@@ -198,6 +198,7 @@ class Collection:
         """The metadata keys the collection's documents carry, most common first (what a filter can name).
         `sample_rows`: read about that many chunks (a block sample: TABLESAMPLE SYSTEM) instead of the
         whole table, for a figure kept by a service; a key rarer than that sample can see may be missed."""
+        self.follow_active()
         table = sql.Identifier(self.store.schema, self._table)
         with self._lend() as store:
             sample = sql.SQL("")
@@ -249,8 +250,16 @@ class Collection:
                     f"the search ran past the statement timeout ({self.statement_timeout_s:g} s, "
                     "database.statement_timeout_s) and was stopped: narrow the query or its filters") from exc
             self._follow(active)
-        raise UnreachableError(f"collection {self.name!r} switched its embedding space {FOLLOWS} times during one "
-                               "search; try again")
+        raise UnreachableError(f"collection {self.name!r} kept switching its embedding space during one search; "
+                               "try again")
+
+    def follow_active(self) -> None:
+        """Move to the collection's active embedding space if a reembed switched it (one indexed row read):
+        what the collection's model and metadata say (`serve`'s /collection) follow it before any search."""
+        with self._lend() as store:
+            active = self._active_table(store)
+        if active != self._table:
+            self._follow(active)
 
     def _active_table(self, store: PgStore) -> str | None:
         """The chunk table of the collection's active embedding space now (None: the collection is gone)."""

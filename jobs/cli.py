@@ -324,8 +324,6 @@ def cmd_freeze(args) -> int:
 
     cfg = load_config(_config_path(args))
     out = Path(args.output) if args.output else home() / "manifests" / f"{args.tag}.json"
-    if args.output and not out.parent.is_dir():  # told before the corpus is read and hashed
-        raise NotFoundError(f"--output {args.output}: folder {out.parent} not found")
 
     manifest = freeze(list(args.dirs), cfg.input.include, cfg.input.exclude, args.tag, out,
                       StorageOptions.from_config(cfg.storage), follow_external_links=cfg.input.follow_external_links)

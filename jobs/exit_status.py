@@ -52,7 +52,7 @@ def _redacted(argv: list[str]) -> list[str]:
     """The command line without the database URL's value, however the option was spelled (argparse takes
     any unambiguous prefix: --database, --data=...)."""
     def is_url_option(name: str) -> bool:
-        return len(name) >= 4 and "--database-url".startswith(name)
+        return len(name) >= 3 and "--database-url".startswith(name)
 
     out, hide = [], False
     for arg in argv:

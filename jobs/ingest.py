@@ -146,6 +146,7 @@ class _Run:
     sink: DocumentWriter  # or on_ray.ChunkDatasink
     # process
     progress: Progress
+    new_in_round: int = 0  # of the documents a re-homing round takes, those this run had not processed
 
     def __init__(self, cfg: JobConfig, run_id: str, retry_failed: bool, stopping: list[threading.Thread]):
         self.started = time.monotonic()
@@ -218,6 +219,8 @@ class _Run:
                 moved.append(SourceFile(path, uri, SOURCE_TYPES[PurePosixPath(path).suffix.lower()],
                                         doc.source_size or 0, doc.content_sha256, doc.source_etag, hashed=False))
         if moved:
+            # Documents new to this run count towards its progress; one it processed in an earlier round counts once.
+            self.new_in_round = len(moved) - len(self.work.planned([f.source_path for f in moved], every_round=True))
             plan.unchanged -= len(moved)
             plan.retry += moved
             plan.hand_over(self.queue)
@@ -328,7 +331,7 @@ class _Run:
             if not moved:
                 break
             store.mark_pending_work(cfg.collection, self.run_id, since=work.since)
-            self.progress.extend(moved)
+            self.progress.extend(self.new_in_round)
             self.result.rehomed += moved
             stage_stats["rehome"] = {"documents": self.result.rehomed, "pipeline": self._pipeline(cfg)[0]}
         # Documents this run lost that would now settle (lost in the runs before too) go through

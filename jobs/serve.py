@@ -173,6 +173,13 @@ def create_app(coll, token: str | None = None, cors_origins: tuple[str, ...] | l
 
     @app.get("/collection")
     def collection() -> dict:
+        try:
+            coll.follow_active()  # after a reembed: the model it searches with now
+        except Exception as exc:
+            answer = _search_error(exc)
+            if answer is None:
+                raise
+            raise answer from exc
         return {"collection": coll.name, "embedding_model": coll.embedding_model,
                 "search_mode": coll.settings.database.search_mode, "metadata_keys": keys.keys or [],
                 "metadata_keys_as_of": keys.as_of, "limits": coll.limits.to_dict(),

@@ -67,7 +67,8 @@ def test_unreachable_database_is_a_usage_error(home, capsys):
     assert line.startswith("corpusmill status: error: cannot connect to PostgreSQL")
 
 
-@pytest.mark.parametrize("url", ["mysql://bob:s3cret@127.0.0.1/db", "bob:s3cret@127.0.0.1/db"])
+@pytest.mark.parametrize("url", ["mysql://bob:s3cret@127.0.0.1/db", "bob:s3cret@127.0.0.1/db",
+                                 "postgresql://bob:s3cr%zzet@127.0.0.1/db"])  # a stray % in the password
 def test_a_database_url_postgresql_cannot_read_is_a_usage_error_that_never_shows_the_password(home, url, capsys):
     assert cli.main(["status", "--config", str(REPO / "configs" / "local.yaml"), "--database-url", url]) == 2
     err = capsys.readouterr().err
@@ -78,10 +79,11 @@ def test_a_database_url_postgresql_cannot_read_is_a_usage_error_that_never_shows
 def test_an_abbreviated_database_url_option_is_redacted_from_a_bug_report_too(home, monkeypatch):
     monkeypatch.setattr(cli, "cmd_status", lambda args: {}["missing"])
     for argv in (["status", "--database", "postgresql://u:hunter2@localhost/db"],
-                 ["status", "--data=postgresql://u:hunter2@localhost/db"]):
+                 ["status", "--data=postgresql://u:hunter2@localhost/db"],
+                 ["status", "--d", "postgresql://u:hunter2@localhost/db"]):
         assert cli.main(argv) == 4
     logs = sorted((home / "logs").glob("internal-error-*.log"))
-    assert len(logs) == 2 and all("hunter2" not in log.read_text() for log in logs)
+    assert len(logs) == 3 and all("hunter2" not in log.read_text() for log in logs)
 
 
 def test_a_users_file_or_number_that_will_not_do_is_one_line_and_exit_2(home, tmp_path, capsys):
@@ -92,7 +94,6 @@ def test_a_users_file_or_number_that_will_not_do_is_one_line_and_exit_2(home, tm
     notes.write_text("not a workbook\n")
     local = str(REPO / "configs" / "local.yaml")
     cases = [
-        (["freeze", str(tmp_path), "--tag", "t", "--output", str(tmp_path / "absent" / "m.json")], "folder"),
         (["templates", "preview", str(notes), "--config", local], "notes.txt"),
         (["search", "--queries", str(not_utf8), "--config", local,
           "--database-url", "postgresql://nobody@127.0.0.1:1/none"], "not UTF-8"),

@@ -182,3 +182,4 @@ def test_a_changed_copy_that_committed_before_its_holder_let_the_text_go_is_rech
                               "'plan_both_changed' ORDER BY 1").fetchall()
     assert held > 1  # the copy holds the page's old text now
     assert status == [("server-copy.md", "done"), ("server.md", "done")]
+    assert "committed 2/2 documents" in out.stderr  # the copy's second pass is not a third document

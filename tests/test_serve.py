@@ -203,10 +203,10 @@ def test_a_running_service_follows_a_reembed_to_the_new_space_and_its_model(buil
             store.load_space_document(space, "certs", [chunk])
             store.switch_space(active, space, None, None)
             assert store.drop_retired(name) == [active.chunk_table]
+        assert serving.get(port, "/collection")[1]["embedding_model"] == other  # before any search too
         status, body = serving.get(port, q(q="certificates", mode="vector"))
         assert status == 200, body
         assert [h["doc_id"] for h in body["hits"]] == ["certs"]
-        assert serving.get(port, "/collection")[1]["embedding_model"] == other
 
 
 def test_a_collection_whose_terms_are_not_analysed_is_served_for_vector_search_and_says_what_to_run(built, caplog):

@@ -96,6 +96,15 @@ def _sections(fmt: str) -> list[str]:
     return sections + ["".join(current)]
 
 
+_CONDITION = re.compile(r"\[(<=|>=|<>|<|>|=)\s*(-?[0-9.]+(?:[Ee][+-]?[0-9]+)?)\]")
+
+
+def _holds(value: float, condition: re.Match) -> bool:
+    op, bound = condition.group(1), float(condition.group(2))
+    return {"<=": value <= bound, ">=": value >= bound, "<>": value != bound, "<": value < bound,
+            ">": value > bound, "=": value == bound}[op]
+
+
 def _mark(name) -> str:
     """Where a digit group's (or General's) text goes in a section's output (no cell text holds \\x01)."""
     return f"\x01{name}\x01"
@@ -104,7 +113,13 @@ def _mark(name) -> str:
 def _format_number(value: float, fmt: str) -> str:
     sections = _sections(fmt)
     section, signed = sections[0], value < 0
-    if value < 0 and len(sections) > 1:
+    conditions = [_CONDITION.search(sec) for sec in sections[:3]]
+    if any(conditions):  # [<=9999999]###-####;(###) ###-####: the first section whose condition holds
+        chosen = next((i for i, c in enumerate(conditions) if c is None or _holds(value, c)),
+                      min(2, len(sections) - 1))
+        section = sections[chosen]
+        signed = signed and (chosen >= len(conditions) or conditions[chosen] is None)  # its condition's own look
+    elif value < 0 and len(sections) > 1:
         section, signed = sections[1], False  # the section says how negatives look, e.g. (81)
     elif value == 0 and len(sections) > 2:
         section = sections[2]

@@ -106,10 +106,13 @@ def scores(conn, schema: str, table: str, query: str, limit: int,
     rare = [term for term, f in df.items() if 0 < f <= RARE_DF]
     if rare:
         # Only the best `limit` of them can be among the best `limit` in all: the server sorts, so a query of
-        # many rare terms (up to RARE_DF chunks each) sends `limit` rows, not every chunk that holds one.
+        # many rare terms (up to RARE_DF chunks each) sends `limit` rows, not every chunk that holds one. The
+        # candidates come from GIN whole (a materialized CTE): an ORDER BY on the table itself could be
+        # served by the weights' HNSW index, which would filter after its walk and lose the rare hits.
         for chunk, score in conn.execute(sql.SQL(
-                "SELECT chunk_id, -(lex <#> %s::sparsevec) FROM {} WHERE lex_terms && %s::int4[] AND ({}) "
-                "ORDER BY lex <#> %s::sparsevec, chunk_id LIMIT %s").format(t, cond), (q, rare, q, limit)):
+                "WITH c AS MATERIALIZED (SELECT chunk_id, lex FROM {} WHERE lex_terms && %s::int4[] AND ({})) "
+                "SELECT chunk_id, -(lex <#> %s::sparsevec) FROM c ORDER BY lex <#> %s::sparsevec, chunk_id "
+                "LIMIT %s").format(t, cond), (rare, q, q, limit)):
             found[chunk] = float(score)
     return sorted(found.items(), key=lambda item: (-item[1], item[0]))[:limit]
 

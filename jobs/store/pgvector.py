@@ -23,6 +23,7 @@ Their names come from jobs.store.names. The search that reads what this store wr
 from __future__ import annotations
 
 import logging
+import re
 
 import psycopg
 from psycopg import sql
@@ -64,11 +65,11 @@ class PgStore(locks.CollectionLocks, Migrations, CollectionDDL, DocumentRows, Do
                 f"cannot connect to PostgreSQL ({exc}); check --database-url / DATABASE_URL, "
                 "or unset them to use the embedded server (`corpusmill db start`)"
             ) from exc
-        except psycopg.ProgrammingError as exc:  # libpq could not read the URL itself; its message repeats it
-            raise ConfigError(
-                "the database URL is not one PostgreSQL can read (libpq: "
-                f"{str(exc).splitlines()[0].replace(url, '<the URL>')}); give postgresql://USER:PASSWORD@HOST:PORT/DB "
-                "in --database-url / DATABASE_URL") from None
+        except psycopg.ProgrammingError as exc:  # libpq could not read the URL itself
+            # Its message quotes the URL, or the piece it choked on (a password's stray %): none of it shown.
+            said = re.sub(r'"[^"]*"', '"…"', str(exc).splitlines()[0].replace(url, "<the URL>"))
+            raise ConfigError(f"the database URL is not one PostgreSQL can read (libpq: {said}); give "
+                              "postgresql://USER:PASSWORD@HOST:PORT/DB in --database-url / DATABASE_URL") from None
 
     def _connect(self) -> psycopg.Connection:
         return connect(self.url, self.application_name)

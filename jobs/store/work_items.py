@@ -106,11 +106,13 @@ class WorkItems:
             "SELECT source_type, count(*) FROM {} WHERE run_id = %s AND seq >= %s GROUP BY 1").format(self._t),
             (self.run_id, self.since)))
 
-    def planned(self, paths: list[str]) -> set[str]:
+    def planned(self, paths: list[str], every_round: bool = False) -> set[str]:
         """Which of `paths` the current round already holds (a round's items are still to be processed;
-        an earlier round's were processed, and a document released since must go through again)."""
+        an earlier round's were processed, and a document released since must go through again);
+        `every_round`: which the run held in any round."""
         rows = self._execute(sql.SQL("SELECT source_path FROM {} WHERE run_id = %s AND source_path = ANY(%s) "
-                                     "AND seq >= %s").format(self._t), (self.run_id, paths, self.since))
+                                     "AND seq >= %s").format(self._t),
+                             (self.run_id, paths, 0 if every_round else self.since))
         return {r[0] for r in rows}
 
     def ranges(self, source_type: str, per_range: int) -> list[dict]:

@@ -32,3 +32,9 @@ def test_text_format_zero_padding_and_digit_groups_show_every_digit():
     assert format_value(5551234567, "(000) 000-0000") == "(555) 123-4567"
     assert format_value(15551234567, "(000) 000-0000") == "(1555) 123-4567"  # the first group takes the rest
     assert format_value(3.5, "00") == "04" and format_value(-5, "0") == "-5"
+
+
+def test_a_format_with_conditions_takes_the_section_whose_condition_holds():
+    phone = "[<=9999999]###-####;(###) ###-####"  # Excel's built-in Phone Number format
+    assert format_value(5551234567, phone) == "(555) 123-4567" and format_value(1234567, phone) == "123-4567"
+    assert [format_value(v, '[>10]"big";"small"') for v in (50, 5)] == ["big", "small"]
