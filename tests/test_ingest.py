@@ -526,16 +526,21 @@ def test_a_run_whose_driver_session_is_cut_while_another_takes_over_stops_and_co
         first = running_run(pg_url, "e2e_fence", proc)
         paced = pace_collection(pg_url, "e2e_fence", proc, seconds=0.25)
         done_before = wait_for_done(pg_url, "e2e_fence", 3, proc)
-        # Slower still until the second run takes over: its start (a new process, the plan) can take longer on
-        # a busy machine than the first needs to commit everything left at 0.25 s a statement, and then there
-        # would be nothing left to take over.
-        pace_inserts(pg_url, paced, seconds=3.0)
+        # The second run is started first and waits for the lock (its process start and imports can take
+        # longer on a busy machine than the first needs to commit all it has left): the cut then hands it
+        # the collection at once, while the first still has most of its work.
+        waiting = write_config(tmp_path / "w.yaml", "e2e_fence", [big], database__lock_wait_seconds=300,
+                               **PROGRESSIVE)
+        second = subprocess.Popen(CLI + ["ingest", "--config", str(waiting)], env=ray_env, stdout=log_b,
+                                  stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 300
+        while "waiting up to" not in open(tmp_path / "second.log").read():
+            assert second.poll() is None and time.monotonic() < deadline, open(tmp_path / "second.log").read()[-3000:]
+            time.sleep(0.1)
         with psycopg.connect(pg_url, autocommit=True) as conn:
             cut = conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
                                (f"corpusmill ingest {first}",)).fetchall()
         assert cut == [(True,)]
-        second = subprocess.Popen(CLI + ["ingest", "--config", str(cfg)], env=ray_env, stdout=log_b,
-                                  stderr=subprocess.STDOUT)
         # Paced until the second run owns the collection, so the first one still has most of its work then.
         assert wait_for_takeover(pg_url, "e2e_fence", first, second), open(tmp_path / "second.log").read()[-3000:]
         done_at_takeover = done_count(pg_url, "e2e_fence")
