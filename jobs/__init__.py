@@ -15,8 +15,9 @@ __version__ = "0.1.0"
 # "9": a setext heading opens its section's chunk; chunks carry their document's metadata (front matter).
 # "10": code and HTML blocks as CommonMark reads them: fences in list items and quotes, indented code
 # (jobs/markdown/parse.py). "11": numbers in Text-formatted (@) cells, zero-padded, digit-group (000-00-0000)
-# and conditional ([<=9999999]###-####;…) formats shown as the workbook shows them (jobs/excel/formats.py); a quote's line over `---` is no
-# setext heading; `---`, a line of text, `---` at the top is no front matter but the page's text.
+# and conditional ([<=9999999]###-####;…) formats shown as the workbook shows them (jobs/excel/formats.py);
+# a quote's line over `---` is no setext heading; `---`, a line of text, `---` at the top is no front matter
+# but the page's text.
 PIPELINE_VERSION = "11"
 
 # The Python API (jobs/api.py), imported on first use: Ray workers import this package for every stage
