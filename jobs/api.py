@@ -182,7 +182,7 @@ class Collection:
             if mode not in self._searchers:
                 coll = self.store.get_collection(self.name)
                 if coll is None:
-                    raise UnknownCollection(f"collection {self.name!r} no longer exists")
+                    raise self._gone()
                 s = Searcher(self.store, self.name, ef_search=db.ef_search, mode=mode, repeat_ratio=db.repeat_ratio,
                              model=self._models.get(coll.embedding_model), encode_lock=self._encode_lock, coll=coll)
                 self._models = {coll.embedding_model: s.model}
@@ -261,6 +261,9 @@ class Collection:
         if active != self._table:
             self._follow(active)
 
+    def _gone(self) -> UnknownCollection:
+        return UnknownCollection(f"collection {self.name!r} no longer exists")
+
     def _active_table(self, store: PgStore) -> str | None:
         """The chunk table of the collection's active embedding space now (None: the collection is gone)."""
         row = store.conn.execute(sql.SQL("SELECT chunk_table FROM {} WHERE name = %s").format(
@@ -272,11 +275,11 @@ class Collection:
         made: searchers of that space, with its model, from now on. A long-lived holder (`corpusmill
         serve`) moves with the switch as a new `corpusmill search` does."""
         if table is None:
-            raise UnknownCollection(f"collection {self.name!r} no longer exists")
+            raise self._gone()
         with self._own:
             coll = self.store.get_collection(self.name)
             if coll is None:
-                raise UnknownCollection(f"collection {self.name!r} no longer exists")
+                raise self._gone()
             if coll.chunk_table == self._table and all(s.coll.chunk_table == coll.chunk_table
                                                        for s in self._searchers.values()):
                 return  # another thread followed it first

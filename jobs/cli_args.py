@@ -10,37 +10,31 @@ from pathlib import Path
 from jobs.errors import UserError
 
 
+def _number(value: str, convert, ok, expected: str):
+    """`value` converted, if `ok` holds for it (a value that does not convert never does), else
+    argparse's one-line refusal naming what was `expected`."""
+    try:
+        number = convert(value)
+    except ValueError:
+        number = None
+    if number is None or not ok(number):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {value!r}")
+    return number
+
+
 def ratio(value: str) -> float:
     """A number 1 or more (NaN refused)."""
-    try:
-        r = float(value)
-    except ValueError:
-        r = 0.0
-    if not r >= 1:  # NaN too
-        raise argparse.ArgumentTypeError(f"expected a number 1 or more, got {value!r}")
-    return r
+    return _number(value, float, lambda r: r >= 1, "a number 1 or more")
 
 
 def positive_int(value: str) -> int:
     """A whole number 1 or more."""
-    try:
-        n = int(value)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number 1 or more, got {value!r}")
-    return n
+    return _number(value, int, lambda n: n >= 1, "a whole number 1 or more")
 
 
 def seconds(value: str) -> float:
     """A duration in seconds: a finite number, 0 or more."""
-    try:
-        s = float(value)
-    except ValueError:
-        s = float("nan")
-    if not math.isfinite(s) or s < 0:
-        raise argparse.ArgumentTypeError(f"expected seconds, 0 or more, got {value!r}")
-    return s
+    return _number(value, float, lambda s: math.isfinite(s) and s >= 0, "seconds, 0 or more")
 
 
 def text_file(path: str, what: str) -> str:

@@ -65,7 +65,6 @@ from jobs.sources.discover import SOURCE_TYPES, SourceFile, relocate
 from jobs.sources.manifest import roots_of
 from jobs.sources.storage import StorageOptions
 from jobs.sources.uris import is_remote, join, local_path
-from jobs.store.connection import DatabaseUnavailable
 from jobs.store.known_vectors import vectors_to_reuse
 from jobs.store.locks import LeaseWatch, OwnershipLost
 from jobs.store.lost import record_lost as _record_lost
@@ -347,14 +346,10 @@ class _Run:
 
     def _stopped(self, exc: BaseException, lost: str | None) -> None:
         """The stages failed (`lost`: the fence's message when another run took the collection). Committed
-        documents stay committed; the rest stay pending and the next run resumes them. The run is recorded
-        aborted and, when the database stopped it, ends with RunStopped; any other error goes on as it is."""
+        documents stay committed; the rest stay pending and the next run resumes them. When the database
+        stopped it, the run ends with RunStopped; any other error goes on as it is. Either way run_ingest
+        records it aborted (abandon)."""
         cause = OwnershipLost(lost) if lost else cause_of(exc)
-        if not isinstance(cause, DatabaseUnavailable):  # a server that is gone would be waited for again
-            try:
-                self.store.finish_run(self.run_id, "aborted", {"plan": self.plan.counts()}, {})
-            except Exception:  # the database itself is what failed: nothing more can be recorded
-                log.debug("could not record the aborted run", exc_info=True)
         if database_stopped(cause):
             try:
                 done = self.store.run_document_counts(self.cfg.collection, self.run_id)

@@ -27,7 +27,7 @@ import os
 import threading
 import time
 import urllib.parse
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from importlib import resources
 from pathlib import Path
 
@@ -122,6 +122,19 @@ class KeptKeys:
             self._stop.wait(self.every_s)
 
 
+@contextmanager
+def _answered():
+    """Exceptions a request's database work raised, as their HTTP answers (_search_error); any other
+    goes on as the bug it is (500, logged with its traceback)."""
+    try:
+        yield
+    except Exception as exc:
+        answer = _search_error(exc)
+        if answer is None:
+            raise
+        raise answer from exc
+
+
 def _search_error(exc: Exception) -> HTTPException | None:
     """The answer to an exception a search raised because of its request or the database's state; None
     for anything else, which is a bug (500, logged with its traceback)."""
@@ -173,13 +186,8 @@ def create_app(coll, token: str | None = None, cors_origins: tuple[str, ...] | l
 
     @app.get("/collection")
     def collection() -> dict:
-        try:
+        with _answered():
             coll.follow_active()  # after a reembed: the model it searches with now
-        except Exception as exc:
-            answer = _search_error(exc)
-            if answer is None:
-                raise
-            raise answer from exc
         return {"collection": coll.name, "embedding_model": coll.embedding_model,
                 "search_mode": coll.settings.database.search_mode, "metadata_keys": keys.keys or [],
                 "metadata_keys_as_of": keys.as_of, "limits": coll.limits.to_dict(),
@@ -198,13 +206,8 @@ def create_app(coll, token: str | None = None, cors_origins: tuple[str, ...] | l
                                 f"takes {', '.join(PARAMS)}")
         if mode is not None and mode not in MODES:
             raise HTTPException(422, f"mode must be one of {', '.join(MODES)}")
-        try:
+        with _answered():
             hits = coll.search(q, k, mode=mode, filters=filter, min_similarity=min_similarity)
-        except Exception as exc:
-            answer = _search_error(exc)
-            if answer is None:
-                raise
-            raise answer from exc
         return {"query": q, "hits": [h.to_dict() for h in hits]}
 
     return app

@@ -21,6 +21,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -235,35 +236,40 @@ def part_paths(run_dir: Path | str, storage: StorageOptions | None = None) -> li
     return [str(p) for p in sorted((Path(run_dir) / "chunks").glob("part-*.parquet"))]
 
 
-def read_run_json(run_dir: Path | str, storage: StorageOptions | None = None) -> dict:
-    """A run directory's run.json ({} when it has none: a directory of parts only)."""
+@contextmanager
+def _run_file(run_dir: Path | str, name: str, storage: StorageOptions | None):
+    """A file of a run directory (local or in an object store), open for reading; None when it has none."""
     if is_remote(run_dir):
         loc = locate(str(run_dir), storage)
-        name = f"{loc.path}/run.json"
-        if not loc.fs.exists(name):
-            return {}
-        with loc.fs.open(name, "rb") as f:
-            return json.loads(f.read().decode("utf-8"))
-    path = Path(run_dir) / "run.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        path = f"{loc.path}/{name}"
+        if not loc.fs.exists(path):
+            yield None
+            return
+        with loc.fs.open(path, "rb") as f:
+            yield f
+        return
+    path = Path(run_dir) / name
+    if not path.exists():
+        yield None
+        return
+    with path.open("rb") as f:
+        yield f
+
+
+def read_run_json(run_dir: Path | str, storage: StorageOptions | None = None) -> dict:
+    """A run directory's run.json ({} when it has none: a directory of parts only)."""
+    with _run_file(run_dir, "run.json", storage) as f:
+        return json.loads(f.read().decode("utf-8")) if f is not None else {}
 
 
 def read_refused(run_dir: Path | str, storage: StorageOptions | None = None) -> set[str]:
     """The source paths whose version in this run the database refused at commit (its errors.parquet,
     stage `load`): the run wrote their rows to its parts before the commit failed, and the collection
     kept the version before."""
-    if is_remote(run_dir):
-        loc = locate(str(run_dir), storage)
-        name = f"{loc.path}/errors.parquet"
-        if not loc.fs.exists(name):
+    with _run_file(run_dir, "errors.parquet", storage) as f:
+        if f is None:
             return set()
-        with loc.fs.open(name, "rb") as f:
-            errors = pq.read_table(f, columns=["source_path", "stage"])
-    else:
-        path = Path(run_dir) / "errors.parquet"
-        if not path.exists():
-            return set()
-        errors = pq.read_table(path, columns=["source_path", "stage"])
+        errors = pq.read_table(f, columns=["source_path", "stage"])
     return {p for p, stage in zip(errors.column("source_path").to_pylist(), errors.column("stage").to_pylist())
             if stage == "load"}
 
