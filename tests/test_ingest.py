@@ -526,9 +526,11 @@ def test_a_run_whose_driver_session_is_cut_while_another_takes_over_stops_and_co
         first = running_run(pg_url, "e2e_fence", proc)
         paced = pace_collection(pg_url, "e2e_fence", proc, seconds=0.25)
         done_before = wait_for_done(pg_url, "e2e_fence", 3, proc)
-        # The second run is started first and waits for the lock (its process start and imports can take
-        # longer on a busy machine than the first needs to commit all it has left): the cut then hands it
-        # the collection at once, while the first still has most of its work.
+        # The second run is started first and waits for the lock: the cut then hands it the collection at
+        # once. While it starts (a process, imports: slow on a busy machine) the first is held at 5 s a
+        # statement so it still has most of its work; back at 0.25 s for the cut, so that its writers'
+        # commits (each holding the owner row FOR SHARE) leave the second's take of it gaps to go through.
+        pace_inserts(pg_url, paced, seconds=5.0)
         waiting = write_config(tmp_path / "w.yaml", "e2e_fence", [big], database__lock_wait_seconds=300,
                                **PROGRESSIVE)
         second = subprocess.Popen(CLI + ["ingest", "--config", str(waiting)], env=ray_env, stdout=log_b,
@@ -537,6 +539,8 @@ def test_a_run_whose_driver_session_is_cut_while_another_takes_over_stops_and_co
         while "waiting up to" not in open(tmp_path / "second.log").read():
             assert second.poll() is None and time.monotonic() < deadline, open(tmp_path / "second.log").read()[-3000:]
             time.sleep(0.1)
+        assert done_count(pg_url, "e2e_fence") < n_docs  # the first still has work to be taken from it
+        pace_inserts(pg_url, paced, seconds=0.25)
         with psycopg.connect(pg_url, autocommit=True) as conn:
             cut = conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
                                (f"corpusmill ingest {first}",)).fetchall()
