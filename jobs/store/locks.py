@@ -10,10 +10,18 @@ The lock is held by the driver's session, but the commits are made by writer tas
 connections, so the lock alone does not stop a run whose driver lost it: its writers would go on.
 The guarantee comes from the owner token (`collection_owners`, migration 010): taking the lock writes a
 fresh token for the collection (take_lease), every writer's commit checks it inside its own transaction
-(check_lease, FOR SHARE), and a driver watches it (LeaseWatch). So once a second run holds the lock and
-has written its token, no commit of the first lands: a commit in flight finishes before the new token
-is written (the row lock), any later one raises OwnershipLost, and the first run's driver stops within
-seconds with one line.
+(check_lease), and a driver watches it (LeaseWatch). So once a second run holds the lock and has
+written its token, no commit of the first lands: a commit in flight finishes before the new token is
+written, any later one raises OwnershipLost, and the first run's driver stops within seconds with one
+line.
+
+Commits and the token's writer meet on a transaction advisory lock (fence_key): each commit takes it
+shared, the writer of a new token exclusive. The owner row's own lock would not do alone: PostgreSQL
+lets a new FOR SHARE locker join the row's lockers while an UPDATE waits, so the overlapping commits of
+several writers could hold a takeover off until the old run had committed everything. Lock requests
+in PostgreSQL's lock manager queue behind a waiting conflicting request, so once the new owner asks,
+the old run's next commits wait for its token and then see it. The commits still lock the row FOR
+SHARE, for a writer of a version without the advisory lock.
 """
 
 from __future__ import annotations
@@ -49,13 +57,23 @@ def _owners(schema: str) -> sql.Composed:
     return sql.Identifier(schema, "collection_owners")
 
 
+def fence_key(schema: str, collection: str) -> tuple[int, int]:
+    """The fence's transaction advisory lock: the collection's lock key split in two signed 32-bit
+    halves. PostgreSQL keeps two-key advisory locks apart from one-key ones, so it never meets the
+    collection's session lock (lock_key)."""
+    key = lock_key(schema, collection) & 0xFFFFFFFFFFFFFFFF
+    return tuple(half - (1 << 32) if half >= 1 << 31 else half for half in (key >> 32, key & 0xFFFFFFFF))
+
+
 def take_lease(conn: psycopg.Connection, schema: str, collection: str, holder: str) -> str:
-    """Make this run the collection's owner (call with its lock held): a new token, committed. Waits for a
-    commit of an earlier owner that is in flight (it holds the row FOR SHARE)."""
+    """Make this run the collection's owner (call with its lock held): a new token, committed. Waits for the
+    commits of an earlier owner that are in flight; those that begin meanwhile wait for the new token."""
     token = uuid.uuid4().hex
-    conn.execute(sql.SQL("INSERT INTO {} (collection, token, holder) VALUES (%s, %s, %s) ON CONFLICT (collection) "
-                         "DO UPDATE SET token = EXCLUDED.token, holder = EXCLUDED.holder, taken_at = now()").format(
-        _owners(schema)), (collection, token, holder[:200]))
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", fence_key(schema, collection))
+        conn.execute(sql.SQL("INSERT INTO {} (collection, token, holder) VALUES (%s, %s, %s) ON CONFLICT "
+                             "(collection) DO UPDATE SET token = EXCLUDED.token, holder = EXCLUDED.holder, "
+                             "taken_at = now()").format(_owners(schema)), (collection, token, holder[:200]))
     return token
 
 
@@ -69,6 +87,7 @@ def lease(conn: psycopg.Connection, schema: str, collection: str) -> tuple[str, 
 def check_lease(conn: psycopg.Connection, schema: str, collection: str, token: str) -> None:
     """Inside a commit's transaction: go on only while `token` owns the collection, and keep a new owner
     from taking it until this transaction ends. Raises OwnershipLost naming the new owner."""
+    conn.execute("SELECT pg_advisory_xact_lock_shared(%s, %s)", fence_key(schema, collection))
     row = conn.execute(sql.SQL("SELECT token, holder FROM {} WHERE collection = %s FOR SHARE").format(
         _owners(schema)), (collection,)).fetchone()
     if row is None or row[0] != token:

@@ -97,6 +97,43 @@ def test_a_new_owner_waits_for_a_commit_in_flight_and_a_reconnect_after_it_left_
             first.reconnect()  # the lock is free, but the collection was taken meanwhile
 
 
+def test_overlapping_commits_of_several_writers_do_not_hold_a_takeover_off(pg_url):
+    """Two writers whose commits overlap without a gap (one always in flight) must not keep a new owner
+    waiting until they have committed everything: their next commits queue behind the takeover and stop."""
+    rounds = 100
+    with PgStore(pg_url) as first, PgStore(pg_url) as second:
+        first.migrate()
+        first.lock_collection("fence6", "corpusmill ingest first")
+        token = first.owner_token("fence6")
+        commits, lost, started = [0, 0], [None, None], threading.Barrier(3)
+
+        def write(i: int) -> None:
+            with PgStore(pg_url) as writer:
+                started.wait()
+                time.sleep(0.1 * i)  # staggered: the other writer's commit is always mid-way
+                try:
+                    for _ in range(rounds):
+                        with writer.conn.transaction():
+                            locks.check_lease(writer.conn, writer.schema, "fence6", token)
+                            time.sleep(0.2)
+                        commits[i] += 1
+                except locks.OwnershipLost as e:
+                    lost[i] = e
+
+        writers = [threading.Thread(target=write, args=(i,)) for i in range(2)]
+        for w in writers:
+            w.start()
+        started.wait()
+        while min(commits) < 3:  # both writers are committing back to back
+            time.sleep(0.05)
+        first.unlock_collection("fence6")  # the first run's driver lost its lock
+        second.lock_collection("fence6", "corpusmill ingest second")
+        for w in writers:
+            w.join(timeout=120)
+        assert all(isinstance(e, locks.OwnershipLost) for e in lost), (commits, lost)
+        assert max(commits) < rounds
+
+
 def test_the_watch_interrupts_the_driver_once_another_run_owns_the_collection(pg_url):
     with PgStore(pg_url) as first, PgStore(pg_url) as second:
         first.migrate()
