@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import nullcontext
 
 from jobs.config import JobConfig
 from jobs.sources.changes import Plan, Planner, make_plan
@@ -22,19 +23,20 @@ from jobs.sources.manifest import load_manifest, snapshot
 from jobs.sources.storage import StorageOptions
 from jobs.store.listed_paths import ListedPaths
 from jobs.store.pgvector import PgStore
+from jobs.store.schema import SchemaMissing
 from jobs.store.spaces import space_for_ingest
 from jobs.store.url import database_url
 
 log = logging.getLogger(__name__)
 
 
-def make_plan_for(cfg: JobConfig, store: PgStore, storage: StorageOptions | None = None,
+def make_plan_for(cfg: JobConfig, store: PgStore | None, storage: StorageOptions | None = None,
                   on_relisted: Callable[[list[SourceFile]], None] | None = None,
                   on_work: Callable[[list[SourceFile]], None] | None = None, retry_failed: bool = False) -> Plan:
     """Discover and plan. Files whose listing matches what the store recorded are not read (unless
     input.trust_listing is off); the sha256 of the others decides add/update/skip. A file that failed on
     the content it still holds stays failed unless `retry_failed`. `on_relisted` and `on_work`: see
-    jobs.sources.changes.Planner."""
+    jobs.sources.changes.Planner. `store` None: a database that holds nothing yet (plan_only)."""
     storage = storage or StorageOptions.from_config(cfg.storage)
     if cfg.input.manifest is not None:
         plan = _frozen_plan(cfg, store, storage, retry_failed)
@@ -42,19 +44,20 @@ def make_plan_for(cfg: JobConfig, store: PgStore, storage: StorageOptions | None
             plan.hand_over(on_work)
         return plan
     planner, skipped = Planner(cfg.fingerprint(), on_relisted, on_work, retry_failed), []
-    with ListedPaths(store.url, store.schema) as listed:
+    with ListedPaths(store.url, store.schema) if store else nullcontext() as listed:
         for page in iter_discovered(cfg.input.roots, cfg.input.include, cfg.input.exclude, storage,
-                                    lambda paths: store.stored_documents(cfg.collection, paths), skipped,
-                                    follow_external_links=cfg.input.follow_external_links,
+                                    lambda paths: store.stored_documents(cfg.collection, paths) if store else {},
+                                    skipped, follow_external_links=cfg.input.follow_external_links,
                                     trust_listing=cfg.input.trust_listing):
             planner.add(page)
-            listed.add([f.source_path for f, _ in page])
-        not_listed = [] if cfg.keep_removed else listed.not_listed(cfg.collection)
+            if listed:
+                listed.add([f.source_path for f, _ in page])
+        not_listed = [] if cfg.keep_removed or not listed else listed.not_listed(cfg.collection)
     return planner.finish(not_listed, skipped, cfg.keep_removed)
 
 
-def _frozen_plan(cfg: JobConfig, store: PgStore, storage: StorageOptions, retry_failed: bool = False) -> Plan:
-    stored = store.stored_documents(cfg.collection)
+def _frozen_plan(cfg: JobConfig, store: PgStore | None, storage: StorageOptions, retry_failed: bool = False) -> Plan:
+    stored = store.stored_documents(cfg.collection) if store else {}
     known = stored if cfg.input.trust_listing else None
     manifest = load_manifest(cfg.input.manifest)
     roots = cfg.input.roots or list(manifest["roots"])
@@ -72,8 +75,13 @@ def _frozen_plan(cfg: JobConfig, store: PgStore, storage: StorageOptions, retry_
 
 def plan_only(cfg: JobConfig, retry_failed: bool = False) -> Plan:
     """What ingest would do (with `retry_failed`: `ingest --retry-failed`); reads only the listing and the
-    files whose listing changed, writes nothing."""
+    files whose listing changed, writes nothing, not even the schema: a database that has no corpusmill
+    tables yet plans every file as an add, and one whose schema predates this corpusmill is refused with
+    the command that brings it up to date (a plan against tables of another shape could be wrong)."""
     with PgStore(database_url(cfg), cfg.database.schema_name) as store:
-        store.migrate()
+        try:
+            store.check_schema(then="plan again")
+        except SchemaMissing:
+            return make_plan_for(cfg, None, retry_failed=retry_failed)
         cfg = space_for_ingest(store, cfg)  # the model (and so the fingerprint) that ingest would use
         return make_plan_for(cfg, store, retry_failed=retry_failed)

@@ -1,4 +1,4 @@
-"""Reads never write (jobs/store/schema.py): `search`, `status` and `serve` work as a PostgreSQL role that
+"""Reads never write (jobs/store/schema.py): `search`, `status`, `serve` and `plan` work as a PostgreSQL role that
 may only connect and SELECT, a schema that needs upgrading is named with the command that upgrades it,
 and hybrid-doc's document vectors are built by `corpusmill upgrade`, never by a search."""
 
@@ -101,3 +101,40 @@ def test_a_schema_behind_this_corpusmill_is_named_with_the_command_that_upgrades
     assert main(["upgrade", "--config", str(config), "--database-url", pg_url]) == 0
     assert f"applied {MISSED}" in capsys.readouterr().out
     assert main(["search", "--config", str(config), "--database-url", pg_url, "pods"]) == 0
+
+
+def _notes(tmp_path):
+    root = tmp_path / "notes"
+    root.mkdir()
+    for i in range(3):
+        (root / f"n{i}.md").write_text(f"# Note {i}\n\nText of note {i}.\n", encoding="utf-8")
+    return root
+
+
+def test_plan_writes_nothing_not_even_the_schema_and_runs_as_a_reader(pg_url, reader_url, tmp_path, capsys):
+    root, schema = _notes(tmp_path), "cm_plan_fresh_t"
+    config = tmp_path / "c.yaml"
+    config.write_text(f"collection: planned\ndatabase:\n  schema: {schema}\n", encoding="utf-8")
+    assert main(["plan", "--config", str(config), "--database-url", pg_url, "--input", str(root)]) == 0
+    assert capsys.readouterr().out.startswith("3 add, 0 update")
+    with psycopg.connect(pg_url) as conn:  # a database nothing was ingested into stays without corpusmill's schema
+        assert conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone() is None
+    assert main(["plan", "--collection", NAME, "--database-url", reader_url, "--input", str(root), "--json"]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    assert (planned["add"], planned["delete"]) == (3, 3)  # the collection's three documents are not in this input
+
+
+def test_plan_against_a_schema_behind_this_corpusmill_names_the_upgrade_and_changes_nothing(pg_url, tmp_path, capsys):
+    schema = "cm_plan_behind_t"
+    with PgStore(pg_url, schema) as store:
+        store.migrate()
+        store.conn.execute(sql.SQL("DELETE FROM {} WHERE version = %s").format(
+            sql.Identifier(schema, "schema_migrations")), (MISSED,))
+    config = tmp_path / "c.yaml"
+    config.write_text(f"collection: behind\ndatabase:\n  schema: {schema}\n", encoding="utf-8")
+    assert main(["plan", "--config", str(config), "--database-url", pg_url, "--input", str(_notes(tmp_path))]) == 2
+    err = capsys.readouterr().err
+    assert "corpusmill upgrade" in err and "then plan again" in err and len(err.strip().splitlines()) == 1
+    with psycopg.connect(pg_url) as conn:
+        assert not conn.execute(sql.SQL("SELECT 1 FROM {} WHERE version = %s").format(
+            sql.Identifier(schema, "schema_migrations")), (MISSED,)).fetchone()

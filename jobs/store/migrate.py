@@ -55,10 +55,11 @@ class Migrations:
         self._register_vector()
         return applied_now
 
-    def check_schema(self) -> None:
-        """What a read does instead of migrate(): raise unless the schema is current (jobs/store/schema.py),
-        and read vectors as numpy arrays. Writes nothing, so a role that may only read can search."""
-        schema_.check(self.conn, self.schema)
+    def check_schema(self, then: str = "search again") -> None:
+        """What a read does instead of migrate(): raise unless the schema is current (jobs/store/schema.py;
+        `then`: what its message tells a user to do after the upgrade), and read vectors as numpy arrays.
+        Writes nothing, so a role that may only read can search."""
+        schema_.check(self.conn, self.schema, then)
         self._register_vector()
 
     def _register_vector(self) -> None:

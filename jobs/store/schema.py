@@ -42,7 +42,7 @@ def applied_versions(conn, schema: str) -> set[str] | None:
         sql.Identifier(schema, "schema_migrations")))}
 
 
-def check(conn, schema: str) -> None:
+def check(conn, schema: str, then: str = "search again") -> None:
     """Raise SchemaMissing or SchemaOutdated unless `schema` holds every migration this corpusmill ships.
     Reads two catalog rows; writes nothing."""
     applied = applied_versions(conn, schema)
@@ -54,7 +54,7 @@ def check(conn, schema: str) -> None:
     if missing:
         raise SchemaOutdated(f"the database's schema {schema!r} predates this corpusmill ({len(missing)} "
                              f"migration(s) to apply, from {missing[0]}): run `{UPGRADE}` (or any ingest) as "
-                             "a role that may change the schema, then search again")
+                             f"a role that may change the schema, then {then}")
 
 
 def table_exists(conn, schema: str, table: str) -> bool:
