@@ -140,7 +140,7 @@ class _Run:
     # start
     documents: int
     in_process: bool
-    output: RunOutput
+    output: RunOutput | None = None
     result: IngestResult
     sink: DocumentWriter  # or on_ray.ChunkDatasink
     # process
@@ -194,11 +194,28 @@ class _Run:
         self.stage_stats["discover_plan"] = {"files": sum(plan.counts().values()) - len(plan.delete),
                                              "read": plan.hashed, "seconds": round(time.monotonic() - t0, 3)}
         # Before Ray starts and the run is recorded: a deletion can add re-chunks to the plan (_take_released).
+        # The run directory lists them first, so that a run that then fails to start (Ray unreachable)
+        # still tells a reload of the history of runs (jobs/load.py) that they are gone.
+        if plan.delete:
+            self._write_run_json()
         released: list[str] = []
         for path in plan.delete:
             store.delete_document(self.coll, path, released)
         if released:
             self._take_released(released)
+
+    def _write_run_json(self) -> RunOutput:
+        """The run directory (made on the first call) and its run.json, with `deleted`: the documents this
+        run took out (a resumed run id keeps its first attempt's), so that a reload of a history of runs
+        (jobs/load.py) takes them out too."""
+        if self.output is None:
+            self.output = RunOutput(self.location, self.dim, self.storage, self.staging)
+        cfg, output = self.cfg, self.output
+        deleted = set(self.plan.delete) | set(read_run_json(output.uri, self.storage).get("deleted") or ())
+        output.write_json("run.json", {"run_id": self.run_id, "collection": cfg.collection,
+                                       "fingerprint": self.fingerprint, "plan": self.plan.counts(),
+                                       "deleted": sorted(deleted), "config": cfg.public_dict()})
+        return output
 
     def _take_released(self, released: list[str]) -> int:
         """A deleted document may have held text other documents only recorded a copy of
@@ -237,13 +254,7 @@ class _Run:
 
             self.on_ray = on_ray
             self.started_ray = on_ray.start(cfg)
-        self.output = output = RunOutput(self.location, self.dim, self.storage, self.staging)
-        # `deleted`: the documents this run took out (a resumed run id keeps its first attempt's), so that
-        # a reload of a history of runs (jobs/load.py) takes them out too.
-        deleted = set(plan.delete) | set(read_run_json(output.uri, self.storage).get("deleted") or ())
-        output.write_json("run.json", {"run_id": run_id, "collection": cfg.collection, "fingerprint": self.fingerprint,
-                                       "plan": plan.counts(), "deleted": sorted(deleted),
-                                       "config": cfg.public_dict()})
+        output = self._write_run_json()
         store.start_run(run_id, cfg.collection, cfg.public_dict(), self.fingerprint, output.uri)
         self.result = IngestResult(run_id, cfg.collection, self.fingerprint, plan.counts(), output_dir=output.uri,
                                    not_as_frozen=plan.not_as_frozen)

@@ -251,3 +251,40 @@ def test_a_part_is_prepared_with_each_documents_rows_together_in_seq_order():
     got = list(zip(*(out.column(c).to_pylist() for c in ("source_path", "seq", "doc_rows"))))
     a_rows, b_rows = [("a.md", 0, 2), ("a.md", 1, 2)], [("b.md", 0, 1)]
     assert got in (a_rows + b_rows, b_rows + a_rows)  # in doc_id order, whichever that is
+
+
+def test_the_deletions_of_a_run_that_failed_to_start_are_in_its_run_directory(tmp_path, pg_url, monkeypatch):
+    """An ingest deletes the documents gone from its input before it starts Ray; one that then fails to
+    start (Ray unreachable) must still list them in its run.json, or a reload of the history of runs
+    would bring them back."""
+    import json
+
+    from jobs import on_ray
+    from jobs.errors import ConfigError
+    from jobs.load import _histories
+    from tests.conftest import write_config
+    from tests.test_ingest import cli
+
+    notes, runs = tmp_path / "notes", tmp_path / "runs"
+    notes.mkdir()
+    for name in ("a", "b"):
+        (notes / f"{name}.md").write_text(f"# Note {name}\n\nThe text of note {name}.\n")
+    cfg = write_config(tmp_path / "d.yaml", "load_deleted_unstarted", [notes], output=str(runs))
+    assert cli("ingest", "--config", str(cfg)).returncode == 0
+    (notes / "b.md").unlink()
+    (notes / "a.md").write_text("# Note a\n\nThe changed text of note a.\n")
+
+    def unreachable(cfg):
+        raise ConfigError("the Ray cluster is unreachable")
+
+    monkeypatch.setattr(on_ray, "start", unreachable)
+    out = cli("ingest", "--config", str(write_config(tmp_path / "d.yaml", "load_deleted_unstarted", [notes],
+                                                     output=str(runs), ray__in_process_max_documents=0)))
+    assert out.returncode == 2 and "unreachable" in out.stderr, out.stdout + out.stderr
+    with psycopg.connect(pg_url) as conn:  # b is gone from the collection
+        assert conn.execute("SELECT count(*) FROM corpusmill.documents WHERE collection = "
+                            "'load_deleted_unstarted' AND source_path = 'b.md'").fetchone()[0] == 0
+    failed = [d for d in runs.iterdir() if not list((d / "chunks").glob("part-*"))]
+    assert len(failed) == 1 and json.loads((failed[0] / "run.json").read_text())["deleted"] == ["b.md"]
+    (history,) = _histories(sorted(runs.iterdir()), None, None)
+    assert history.deleted() == ["b.md"]
