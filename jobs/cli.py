@@ -21,7 +21,7 @@ from pathlib import Path
 from jobs import service_commands
 from jobs.cli_args import positive_int, ratio, text_file
 from jobs.errors import FileRefused, NotFoundError, UserError
-from jobs.exit_status import internal_error, user_error_message
+from jobs.exit_status import internal_error, interrupted, terminate_as_interrupt, user_error_message
 
 DEFAULT_CONFIG = "configs/local.yaml"
 MODES = ("vector", "text", "hybrid", "hybrid-doc")  # as jobs/search/ranking.py; not imported: --help stays light
@@ -399,7 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
                "process and a bigger one starts a local Ray. "
                "Exit codes: 0 ok, 1 files failed, 2 usage or configuration error, 3 a quality gate failed, "
                "4 internal error (a bug; its traceback is saved under $CORPUSMILL_HOME/logs/), 130 interrupted, "
-               "141 output closed by its reader (corpusmill status | head).",
+               "143 stopped by SIGTERM, 141 output closed by its reader (corpusmill status | head).",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -545,11 +545,11 @@ def main(argv: list[str] | None = None) -> int:
     for sdk in ("botocore", "aiobotocore", "s3fs", "fsspec", "urllib3", "gcsfs", "adlfs", "azure"):
         logging.getLogger(sdk).setLevel(logging.WARNING)  # request dumps (headers, signatures) even with -v
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    restore = terminate_as_interrupt()
     try:
         return args.func(args)
-    except KeyboardInterrupt:
-        print("interrupted: committed documents are kept; run the same command again to resume", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        return interrupted(args.command, exc)
     except BrokenPipeError as exc:
         if not _stdout_closed():
             return internal_error(args.command, args.verbose, argv, exc)
@@ -564,6 +564,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.verbose:
             traceback.print_exception(exc, file=sys.stderr)
         return 2
+    finally:
+        restore()
 
 
 def console() -> int:

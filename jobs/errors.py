@@ -12,6 +12,12 @@ being recorded against the documents it happened to meet."""
 from __future__ import annotations
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill`, a service manager, a scheduler's time limit): stops a command as Ctrl-C does, so
+    that every step that cleans up after an interrupt (a run recorded aborted, Ray's jobs cancelled)
+    does so for it too. jobs.cli.main turns it into exit status 143."""
+
+
 class UserError(Exception):
     """A usage, configuration, input or environment mistake: the message says what to change."""
 

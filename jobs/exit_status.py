@@ -1,18 +1,21 @@
 """How a command's exception becomes its exit status and what it prints: a mistake the user can fix is
-one line and exit 2; anything else is a bug, exit 4, with its traceback saved for the report."""
+one line and exit 2; anything else is a bug, exit 4, with its traceback saved for the report; Ctrl-C is
+130 and SIGTERM 143."""
 
 from __future__ import annotations
 
 import errno
 import platform
 import shlex
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from datetime import UTC, datetime
 
 from jobs import PIPELINE_VERSION, __version__
-from jobs.errors import InternalError, UserError, where
+from jobs.errors import InternalError, Terminated, UserError, where
 from jobs.home import logs_dir
 
 # A directory the user named that cannot be written, a full or read-only disk: exit 2, not a bug.
@@ -94,3 +97,34 @@ def internal_error(command: str, verbose: bool, argv: list[str] | None, exc: Exc
         print(f"this is a bug in corpusmill; the traceback is above (could not write {path}: {problem})",
               file=sys.stderr)
     return 4
+
+
+_WRITES = {"ingest", "load", "reembed", "upgrade"}  # what an interrupted one keeps, and how it resumes
+
+
+def interrupted(command: str, exc: KeyboardInterrupt) -> int:
+    """Ctrl-C (130) or SIGTERM (Terminated, 143): one line, which for a command that writes says that
+    what it committed stays and how to resume."""
+    said = "stopped (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+    if command in _WRITES:
+        said += ": committed documents are kept; run the same command again to resume"
+    print(said, file=sys.stderr)
+    if isinstance(exc, Terminated):
+        return 143
+    return 130
+
+
+def terminate_as_interrupt() -> Callable[[], object]:
+    """SIGTERM raises Terminated in the main thread for a command's length, where nothing else handles
+    it (the default would end the process at once: a run in this process left `running` for good, its
+    work items kept). Ray's driver installs a handler of its own, which ends the command the same way
+    (SystemExit). Returns what puts the earlier handler back."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return lambda: None
+
+    def terminated(signum, frame):
+        raise Terminated
+
+    signal.signal(signal.SIGTERM, terminated)
+    return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)

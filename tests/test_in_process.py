@@ -114,3 +114,32 @@ def test_a_run_interrupted_after_its_write_is_recorded_aborted_not_running(tmp_p
                             "WHERE collection = 'e2e_interrupted'").fetchall()
     assert runs == [("aborted", True)]
     assert status("e2e_interrupted")["documents"]["done"] == 1
+
+
+def test_a_run_in_process_stopped_by_sigterm_is_recorded_aborted_and_exits_143(tmp_path, pg_url, monkeypatch):
+    """`kill` (or a service manager's stop) of a small run, which has no Ray and so no Ray handler: it
+    stops as Ctrl-C does, recorded aborted, and the process's SIGTERM handling is as it was after."""
+    import os
+    import signal
+    import time
+
+    from jobs.store.pgvector import PgStore
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.md").write_text("# Probes\n\nA liveness probe restarts a container that hangs.\n")
+    cfg = write_config(tmp_path / "t.yaml", "e2e_terminated", [notes])
+
+    def terminated(self, coll, db):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises before this ends
+
+    monkeypatch.setattr(PgStore, "ensure_indexes", terminated)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    out = cli("ingest", "--config", str(cfg))
+    assert out.returncode == 143, out.stdout + out.stderr
+    assert "stopped (SIGTERM): committed documents are kept" in out.stderr
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    with psycopg.connect(pg_url) as conn:
+        runs = conn.execute("SELECT status FROM corpusmill.runs WHERE collection = 'e2e_terminated'").fetchall()
+    assert runs == [("aborted",)]
