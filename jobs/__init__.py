@@ -17,8 +17,9 @@ __version__ = "0.1.0"
 # (jobs/markdown/parse.py). "11": numbers in Text-formatted (@) cells, zero-padded, digit-group (000-00-0000)
 # and conditional ([<=9999999]###-####;…) formats shown as the workbook shows them (jobs/excel/formats.py);
 # a quote's line over `---` is no setext heading; `---`, a line of text, `---` at the top is no front matter
-# but the page's text.
-PIPELINE_VERSION = "11"
+# but the page's text. "12": a heading in a list item is the item's text, not a section; `> q` over `===`
+# is one quote; a long front-matter description is cut to the window as body text is.
+PIPELINE_VERSION = "12"
 
 # The Python API (jobs/api.py), imported on first use: Ray workers import this package for every stage
 # and need none of it.

@@ -5,7 +5,11 @@ line endings made `\\n`), so `text[block.start:block.end]` is always the block v
 
 Rules that matter for retrieval:
 - front matter (YAML `---`, TOML `+++`) becomes metadata and is never chunked;
-- ATX, setext and OneNote `[Heading]{.underline}` lines open sections;
+- ATX, setext and OneNote `[Heading]{.underline}` lines open sections, ATX and setext ones at the top
+  level only: a heading in a list item (indented to the item's content) or a quote (`> ## Note`) is
+  the item's or the quote's text, as CommonMark nests it there, and its section goes on around it;
+- a setext underline under a quote's line is no heading: `> q` over `---` is a quote and a rule, and
+  `> q` over `===` (or `--`) is the quote's paragraph `q\n===`, the underline a lazy continuation line;
 - nothing inside a code block or an HTML block is a heading;
 - code blocks are typed `code` and kept verbatim (never inline-rendered, never sentence-split), as
   CommonMark finds them: fences of backticks or tildes; a fence inside a list item, indented relative
@@ -319,15 +323,21 @@ def _classify(lines: list[tuple[int, int, str]], onenote: bool) -> list[tuple[st
                     html_end = None  # `<!-- one line -->`
                 continue
         heading_sized = len(line) <= MAX_HEADING_CHARS
-        m = _ATX.match(line) if heading_sized else None
+        # In a list item (`items` left open: the line is indented to an item's content), a heading is the
+        # item's text: CommonMark nests it in the item, and as a section it would cut the list off its section.
+        m = _ATX.match(line) if heading_sized and not items else None
         if m:
             kinds.append(("heading", len(m["hashes"]), clean_heading(m["text"] or "")))
             continue
         m = _SETEXT_UNDERLINE.match(line)
+        if m and prev == "text" and items:  # the underline of a heading in the item, or a lazy `===`
+            kinds.append(("text", 1, ""))
+            continue
         one_line = len(kinds) < 2 or kinds[-2][0] != "text"
         above = lines[len(kinds) - 1][2] if kinds else ""
         # Not under a quote's line: `> note` then `---` is a quote and a thematic break (CommonMark).
-        if (m and prev == "text" and one_line and len(above) <= MAX_HEADING_CHARS
+        # Nor under a list item's line (a `---` less indented than the item ends the list: a rule).
+        if (m and prev == "text" and one_line and len(above) <= MAX_HEADING_CHARS and kinds[-1][1] == 0
                 and not _LIST_ITEM.match(above) and not _QUOTE.match(above)):
             level = 1 if m["marks"][0] == "=" else 2
             kinds[-1] = ("setext", level, clean_heading(lines[len(kinds) - 1][2]))
@@ -398,7 +408,7 @@ def _blocks(lines: list[tuple[int, int, str]], kinds: list[tuple[str, int, str]]
                     break
             block_kind = "list"
         elif _QUOTE.match(line):
-            while j < hi and kinds[j][0] == "text" and _QUOTE.match(lines[j][2]):
+            while j < hi and kinds[j][0] == "text" and (_QUOTE.match(lines[j][2]) or _lazy_underline(lines, j)):
                 j += 1
             block_kind = "quote"
         elif _HTML_START.match(line):
@@ -422,6 +432,20 @@ def _blocks(lines: list[tuple[int, int, str]], kinds: list[tuple[str, int, str]]
         in_list = block_kind == "list" or (in_list and block_kind in ("code", "html") and line[:1] in (" ", "\t"))
         i = j
     return blocks
+
+
+def _lazy_underline(lines: list[tuple[int, int, str]], j: int) -> bool:
+    """Whether line j, an unquoted text line under a quote's line, is a setext underline (`===`, `--`)
+    that continues the quote's paragraph: CommonMark reads `> q` over `===` as the quote's paragraph
+    `q\n===` (an underline cannot reach into the quote to make a heading). A `---` is a rule, not text."""
+    if not _SETEXT_UNDERLINE.match(lines[j][2]):
+        return False
+    above = lines[j - 1][2]
+    q = _QUOTE_PREFIX.match(above)
+    if not q:
+        return True  # an underline continuing the paragraph already
+    inner = above[q.end():]
+    return bool(inner.strip()) and not _ATX.match(inner)  # the quote's paragraph, not its heading or `>` alone
 
 
 def _text_of(lines: list[tuple[int, int, str]], i: int, j: int) -> str:

@@ -10,9 +10,10 @@
    is `soft_min_ratio` full; windows overlap by `overlap_sentences / window_sentences` of their units.
    Units over the window are cut first (jobs/markdown/cuts.py): a table between rows (header
    repeated); a code block between lines, each part fenced again with the opening fence's info
-   string (`yaml`, `terminal`); a list item, quote, HTML block or sentence between lines, then
-   sentences, then words (then tokens, for a "word" over the limit). Every unit fits the window its
-   section's breadcrumb leaves, so no chunk's tail is lost to the embedding model.
+   string (`yaml`, `terminal`); a list item, quote, HTML block, sentence or the front matter's
+   description (which opens the first group) between lines, then sentences, then words (then tokens,
+   for a "word" over the limit). Every unit fits the window its section's breadcrumb leaves, so no
+   chunk's tail is lost to the embedding model.
 4. Short windows of bullets merge forward.
 5. A chunk's `text` is its units as normalized; its `embed_text` is the breadcrumb, a tag line and the
    same units with prose and table cells rendered as a reader sees them (escapes resolved, link text without its URL,
@@ -321,13 +322,18 @@ def document_abstract(doc: dict, keys: list[str]) -> str:
     return ""
 
 
-def _add_abstract(groups: list[Group], abstract: str, tokens: int) -> None:
-    """The abstract (`tokens` long) opens the first group as a unit of its own, so the token budget counts it."""
+def _add_abstract(groups: list[Group], abstract: str, tokens: int, counter: TokenCounter, budget: int) -> None:
+    """The abstract (`tokens` long) opens the first group as a unit of its own, so the token budget counts it.
+    One over the first group's `budget` is cut as an over-long sentence is (between sentences, then
+    words): each part a unit of its own, at the group's first offset (it has none in the body)."""
     if not groups or not abstract or abstract.casefold() in " ".join(u.text for u in groups[0].units).casefold():
         return
     first = groups[0].units[0]
-    groups[0].units.insert(0, Unit(first.start, first.start, "abstract", -(10**9), abstract, tokens,
-                                   word_count(abstract)))
+    unit = Unit(0, len(abstract), "abstract", -(10**9), abstract, tokens, word_count(abstract))
+    parts = split_long_unit(unit, abstract, counter, budget) if tokens > budget else [unit]
+    for part in parts:
+        part.start = part.end = first.start
+    groups[0].units[:0] = parts
 
 
 def _see_also_kept(body: str, lines: list[str], fits) -> int:
@@ -351,12 +357,12 @@ def structured_drafts(doc: dict, cfg: ChunkingConfig, counter: TokenCounter, sta
     abstract = document_abstract(doc, description_keys or [])
     abstract_tokens = counter.count([abstract])[0] if abstract else 0
     groups = _groups(doc, cfg, counter, limit, stats, abstract_tokens)
-    _add_abstract(groups, abstract, abstract_tokens)
-    for group in groups:
-        path = breadcrumb_parts(doc["title"], group.heading_path)
-        crumb = cfg.breadcrumb_separator.join(path)
-        (prefix_tokens,) = counter.count([crumb + _TAG_LINE])
-        windows = _windows(group, cfg, max(limit - prefix_tokens, 16))
+    paths = [breadcrumb_parts(doc["title"], g.heading_path) for g in groups]
+    crumbs = [cfg.breadcrumb_separator.join(path) for path in paths]
+    budgets = [max(limit - n, 16) for n in counter.count([crumb + _TAG_LINE for crumb in crumbs])] if groups else []
+    _add_abstract(groups, abstract, abstract_tokens, counter, budgets[0] if budgets else limit)
+    for group, path, crumb, budget in zip(groups, paths, crumbs, budgets):
+        windows = _windows(group, cfg, budget)
         w_index = 0
         while w_index < len(windows):
             units = windows[w_index]

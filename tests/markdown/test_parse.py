@@ -115,6 +115,15 @@ def test_a_quote_line_over_a_rule_is_a_quote_and_a_rule_not_a_heading():
     assert blocks == ["> Important note.", "Body text here."]
 
 
+def test_a_quote_line_over_an_equals_underline_is_one_quote_paragraph():
+    """CommonMark (markdown-it-py) reads `> q` over `===` as a quote whose paragraph is `q\n===`: the
+    underline is a lazy continuation line, no setext heading and no paragraph of its own."""
+    text = "> Important note.\n===\n\nBody text here.\n"
+    p = parse_markdown(text, "x")
+    assert [s.heading_path for s in p.sections] == [[]]
+    assert _kinds(text) == [("quote", "> Important note.\n==="), ("p", "Body text here.")]
+
+
 def test_a_page_that_opens_with_a_rule_keeps_the_text_under_it():
     text = "---\nAn introduction in plain words.\n---\n\nBody text here.\n"
     p = parse_markdown(text, "x")
@@ -303,6 +312,28 @@ def test_nothing_in_an_html_block_is_a_heading():
     assert headings == [["Param"], ["Next"], ["A heading: the block ended at the blank line"]]
     assert _kinds(text) == [("html", "<p>if ($x)<br />\n{<br />\n# handle \"Computer\" parameter set<br />\n}</p>"),
                             ("html", "<div>"), ("p", "Text.")]
+
+
+LIST_HEADINGS = [
+    ("- item\n\n  ## Heading\n\n  text\n", "- item\n\n  ## Heading\n\n  text"),
+    ("1. step\n   ### Sub\n2. next\n", "1. step\n   ### Sub\n2. next"),
+    ("- item\n\n  Title\n  -----\n\n  text\n", "- item\n\n  Title\n  -----\n\n  text"),
+]
+
+
+@pytest.mark.parametrize("lst, block", LIST_HEADINGS, ids=["atx-after-blank", "atx-under-step", "setext"])
+def test_a_heading_inside_a_list_item_stays_in_the_list_and_its_section(lst, block):
+    """A heading indented to a list item's content is the item's (CommonMark nests it in the list): it
+    neither opens a section nor cuts the list off the section that holds it. Sections open at
+    markdown-it-py's top-level headings only; at the margin, after the list, a heading is one again."""
+    from markdown_it import MarkdownIt
+
+    text = f"# Guide\n\nIntro.\n\n{lst}\nAfter the list.\n\n## Next\n\nMore.\n"
+    p = parse_markdown(text, "f")
+    assert [s.heading_path for s in p.sections] == [["Guide"], ["Guide", "Next"]]
+    top = [t.map[0] for t in MarkdownIt("commonmark").parse(text) if t.type == "heading_open" and t.level == 0]
+    assert [text.count("\n", 0, s.heading_start) for s in p.sections] == top
+    assert _kinds(text) == [("p", "Intro."), ("list", block), ("p", "After the list."), ("p", "More.")]
 
 
 REFERENCE_SNIPPETS = [

