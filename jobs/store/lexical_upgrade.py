@@ -12,7 +12,8 @@ The upgrade, resumable at every step:
    keeps its values, no rewrite), the columns lex_terms, lex_tfs and lex_length are added where missing;
    the indexes over `lex` and `lex_terms` are dropped (the weights and terms change), and the pivot is
    set anew from the first batch analysed (chunk ids are hashes, so the first by id are a sample of the
-   table), with this release's version and `analysed_to` '' (the batches start at the first chunk id);
+   table; that batch, analysed once, is the first written in step 2), with this release's version and
+   `analysed_to` '' (the batches start at the first chunk id);
    `backfilled` is false where the rows have no terms at all yet (the old shape: searches wait for it);
 2. batches of BATCH_ROWS rows in chunk id order after `analysed_to`: chunk id, breadcrumb and text read,
    analysed here (jobs/terms.py), their weights computed at the pivot, COPYed into a temporary table and
@@ -91,8 +92,9 @@ def _batch(conn, t: sql.Composed, after: str, limit: int) -> pa.Table:
                      "text": pa.array([r[2] for r in rows], pa.large_string())})
 
 
-def _reshape(conn, schema: str, table: str, batch_rows: int) -> str:
-    """Step 1, in the caller's transaction; returns the chunk id the batches start after."""
+def _reshape(conn, schema: str, table: str, batch_rows: int) -> tuple[str, pa.Table | None]:
+    """Step 1, in the caller's transaction; returns the chunk id the batches start after and, when they
+    start at the first, the first batch already analysed (the pivot's sample)."""
     t = sql.Identifier(schema, table)
     cols = _columns(conn, schema, table)
     conn.execute(sql.SQL("LOCK TABLE {} IN SHARE ROW EXCLUSIVE MODE").format(t))
@@ -106,7 +108,7 @@ def _reshape(conn, schema: str, table: str, batch_rows: int) -> str:
                          "ADD COLUMN IF NOT EXISTS lex_length int4").format(t))
     state = _state(conn, schema, table)
     if state is not None and state[1] == TERMS_VERSION and state[2] is not None:
-        return state[2]  # resumed: this analyser's batches stopped after that chunk id
+        return state[2], None  # resumed: this analyser's batches stopped after that chunk id
     for (index,) in conn.execute(
             "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_class r "
             "ON r.oid = i.indrelid JOIN pg_namespace n ON n.oid = r.relnamespace JOIN pg_attribute a "
@@ -118,19 +120,19 @@ def _reshape(conn, schema: str, table: str, batch_rows: int) -> str:
     if sample.num_rows:
         lexical.settle_pivot(conn, schema, table, lexical.mean_length(sample),
                              backfilled=not old_shape and (state is None or state[0]), analysing=True)
-    return ""
+    return "", sample
 
 
 def upgrade(conn, schema: str, table: str, batch_rows: int = BATCH_ROWS) -> int:
     """Bring `table` to today's shape and terms (the module's steps); returns the rows analysed now."""
     started = time.monotonic()
-    with conn.transaction():
-        after = _reshape(conn, schema, table, batch_rows)
+    with conn.transaction():  # the table is locked from the sample on: the first batch is the sample
+        after, analysed = _reshape(conn, schema, table, batch_rows)
     t, pivots = sql.Identifier(schema, table), sql.Identifier(schema, "lexical_pivots")
     piv = lexical.pivot(conn, schema, table) or lexical.DEFAULT_PIVOT
     done = 0
     while True:
-        batch = _batch(conn, t, after, batch_rows)
+        batch, analysed = (analysed, None) if analysed is not None else (_batch(conn, t, after, batch_rows), None)
         if not batch.num_rows:
             break
         batch = lexical.fill(batch)

@@ -101,13 +101,13 @@ def test_an_old_table_is_upgraded_on_its_next_write_and_answers_as_a_new_one(sto
 
 def _upgrade_cut_after_one_batch(store, coll, monkeypatch):
     """Run the upgrade with batches of 4 until the server goes away after the first batch is written
-    (the sample, one batch, then a lost connection); returns the real `_batch` to put back."""
+    (the sample, written as the first batch, then a lost connection); returns the real `_batch` to put back."""
     calls = {"n": 0}
     batch = lexical_upgrade._batch
 
     def failing(*args):
         calls["n"] += 1
-        if calls["n"] == 3:
+        if calls["n"] == 2:
             raise ConnectionError("gone")
         return batch(*args)
 
@@ -207,3 +207,18 @@ def test_a_part_of_an_earlier_analyser_is_analysed_again_by_the_loader_and_a_cur
     # A reload of runs from before and after the release: a writer joins documents of both kinds of part.
     both = [prepare_part(unmarked, "old_terms", set()), prepare_part(current, "old_terms", set())]
     assert pa.concat_tables(both).num_rows == 2 * len(rows)
+
+
+def test_an_upgrade_reads_and_analyses_each_row_once(store, monkeypatch):
+    """The pivot's sample is the first batch: it is written as analysed, not read and analysed again."""
+    coll, _, rows = _old_collection(store, "upgrade_once", docs=10)
+    read, batch = [], lexical_upgrade._batch
+
+    def counted(*args):
+        out = batch(*args)
+        read.extend(out.column("chunk_id").to_pylist())
+        return out
+
+    monkeypatch.setattr(lexical_upgrade, "_batch", counted)
+    assert lexical_upgrade.upgrade(store.conn, store.schema, coll.chunk_table, batch_rows=4) == len(rows)
+    assert sorted(read) == sorted(r["chunk_id"] for r in rows)
