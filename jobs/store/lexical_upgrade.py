@@ -41,6 +41,7 @@ from jobs.terms import MAX_DIMS, TERMS_VERSION
 log = logging.getLogger(__name__)
 
 BATCH_ROWS = 5000
+PROGRESS_SECONDS = 10.0  # a progress line at most this often: a large table's analysis takes minutes
 
 
 def _columns(conn, schema: str, table: str) -> dict[str, str]:
@@ -130,7 +131,8 @@ def upgrade(conn, schema: str, table: str, batch_rows: int = BATCH_ROWS) -> int:
         after, analysed = _reshape(conn, schema, table, batch_rows)
     t, pivots = sql.Identifier(schema, table), sql.Identifier(schema, "lexical_pivots")
     piv = lexical.pivot(conn, schema, table) or lexical.DEFAULT_PIVOT
-    done = 0
+    done, told = 0, time.monotonic()
+    total = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE chunk_id > %s").format(t), (after,)).fetchone()[0]
     while True:
         batch, analysed = (analysed, None) if analysed is not None else (_batch(conn, t, after, batch_rows), None)
         if not batch.num_rows:
@@ -151,6 +153,9 @@ def upgrade(conn, schema: str, table: str, batch_rows: int = BATCH_ROWS) -> int:
                                  "WHERE c.chunk_id = b.chunk_id").format(t))
             conn.execute(sql.SQL("UPDATE {} SET analysed_to = %s WHERE chunk_table = %s").format(pivots), (after, table))
         done += batch.num_rows
+        if time.monotonic() - told >= PROGRESS_SECONDS:
+            told = time.monotonic()
+            log.info("%s: terms analysed for %d of %d rows (%.0f%%)", table, done, total, 100 * done / max(total, done))
     conn.execute(sql.SQL("UPDATE {} SET backfilled = true, analysed_to = NULL WHERE chunk_table = %s").format(pivots),
                  (table,))
     lexical.install_triggers(conn, schema, table)

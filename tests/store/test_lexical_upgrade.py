@@ -222,3 +222,13 @@ def test_an_upgrade_reads_and_analyses_each_row_once(store, monkeypatch):
     monkeypatch.setattr(lexical_upgrade, "_batch", counted)
     assert lexical_upgrade.upgrade(store.conn, store.schema, coll.chunk_table, batch_rows=4) == len(rows)
     assert sorted(read) == sorted(r["chunk_id"] for r in rows)
+
+
+def test_an_upgrade_of_a_large_table_says_how_far_it_is(store, monkeypatch, caplog):
+    coll, _, rows = _old_collection(store, "upgrade_progress", docs=6)
+    monkeypatch.setattr(lexical_upgrade, "PROGRESS_SECONDS", 0.0)
+    with caplog.at_level("INFO", logger="jobs.store.lexical_upgrade"):
+        lexical_upgrade.upgrade(store.conn, store.schema, coll.chunk_table, batch_rows=4)
+    said = [r.getMessage() for r in caplog.records if "terms analysed for" in r.getMessage()]
+    assert said[0].endswith(f"terms analysed for 4 of {len(rows)} rows (33%)")
+    assert said[-1].endswith(f"terms analysed for {len(rows)} of {len(rows)} rows (100%)")
