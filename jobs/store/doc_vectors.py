@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -28,6 +29,8 @@ from psycopg import sql
 from jobs.store.names import bounded_name
 
 log = logging.getLogger(__name__)
+ENCODE_BATCH = 1024  # outlines a call to `encode`, so that a long build can say how far it is
+PROGRESS_SECONDS = 10.0  # a progress line at most this often
 OUTLINE_HEADINGS = 40  # headings an outline keeps: a long reference page's tail adds nothing to its gist
 
 
@@ -73,7 +76,7 @@ def ensure(conn, schema: str, chunk_table: str, dimension: int, encode: Callable
             conn.execute(sql.SQL("DELETE FROM {} WHERE doc_id = ANY(%s)").format(docs), (gone,))
         if todo:
             log.info("document vectors of %s: embedding %d outlines", chunk_table, len(todo))
-            vectors = encode([wanted[d][1] for d in todo])
+            vectors = _encoded([wanted[d][1] for d in todo], encode, chunk_table)
             with conn.cursor() as cur:
                 cur.executemany(sql.SQL(
                     "INSERT INTO {} (doc_id, source_path, outline_sha256, embedding) VALUES (%s, %s, %s, %s) "
@@ -83,6 +86,19 @@ def ensure(conn, schema: str, chunk_table: str, dimension: int, encode: Callable
         conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops)").format(
             sql.Identifier(bounded_name(table_name(chunk_table), "_hnsw")), docs))
     return len(todo)
+
+
+def _encoded(texts: list[str], encode: Callable[[list[str]], np.ndarray], chunk_table: str) -> list:
+    """`encode` over `texts` a batch at a time, with a progress line every PROGRESS_SECONDS (a collection of
+    a hundred thousand documents takes minutes on CPU). The rows are written in one transaction after."""
+    vectors: list = []
+    told = time.monotonic()
+    for i in range(0, len(texts), ENCODE_BATCH):
+        vectors.extend(encode(texts[i:i + ENCODE_BATCH]))
+        if time.monotonic() - told >= PROGRESS_SECONDS:
+            told = time.monotonic()
+            log.info("document vectors of %s: %d of %d outlines embedded", chunk_table, len(vectors), len(texts))
+    return vectors
 
 
 def doc_ranking(conn, docs: sql.Composed, chunks: sql.Composed, vector, limit: int) -> list[str]:

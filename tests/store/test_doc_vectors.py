@@ -91,3 +91,18 @@ def test_a_dropped_space_takes_its_document_vectors_along(store, encode):
     assert store.conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is not None
     store.drop_space(space)
     assert store.conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is None
+
+
+def test_a_long_build_embeds_in_batches_and_says_how_far_it_is(store, encode, monkeypatch, caplog):
+    coll = store.ensure_collection("docvec_progress", MODEL, 384)
+    for name, (title, headings, texts) in PAGES.items():
+        _commit(store, coll, name, title, headings, texts, encode)
+    calls = []
+    monkeypatch.setattr(doc_vectors, "ENCODE_BATCH", 2)
+    monkeypatch.setattr(doc_vectors, "PROGRESS_SECONDS", 0.0)
+    with caplog.at_level("INFO", logger="jobs.store.doc_vectors"):
+        assert store.ensure_doc_vectors(coll, lambda texts: calls.append(len(texts)) or encode(texts)) == 3
+    assert calls == [2, 1]
+    said = [r.getMessage() for r in caplog.records if "outlines embedded" in r.getMessage()]
+    assert said == [f"document vectors of {coll.chunk_table}: {n} of 3 outlines embedded" for n in (2, 3)]
+    assert _stored(store, coll).keys() == set(PAGES)
