@@ -75,8 +75,12 @@ class InputConfig(_Strict):
                              description="directories or object-store prefixes to walk: /path, s3://bucket/prefix, "
                              "gs://…, abfs://…; file:///path for a filesystem mounted on every Ray node")
     manifest: Path | None = Field(None, description="a `corpusmill freeze` manifest: process exactly that snapshot")
-    include: list[str] = Field(["**/*.md", "**/*.markdown", "**/*.xlsx", "**/*.xlsm", "**/*.csv"], description="files to read")
-    exclude: list[str] = Field(["**/.*", "**/.*/**", "**/~$*"], description="files left out, even when included")
+    include: list[str] = Field(
+        ["**/*.md", "**/*.markdown", "**/*.xlsx", "**/*.xlsm", "**/*.csv", "**/*.xls"],
+        description="files to read: globs matched in any case (`**/*.md` takes `NOTES.MD`); a legacy `.xls` "
+        "workbook fails with how to convert it (exclude `**/*.xls` to leave such files out)")
+    exclude: list[str] = Field(["**/.*", "**/.*/**", "**/~$*"],
+                               description="files left out, even when included (matched in any case too)")
     read_via_driver: bool = Field(
         False, description="the driver reads local files into the work items, so a multi-node Ray can process a "
         "local corpus (small corpora only); without it a plain local path on a multi-node Ray is refused")

@@ -43,7 +43,8 @@ def preview(path: Path, *, sheet: str | None = None, n: int = 10, excel: ExcelCo
     counts: Counter = Counter()
     seen: list[str] = []
     tables: dict[tuple[str, int], _TablePreview] = {}
-    for d in iter_drafts(path, path.name, excel, counts, sheet=sheet, sheets_seen=seen, counter=counter):
+    notes: list[str] = []
+    for d in iter_drafts(path, path.name, excel, counts, sheet=sheet, sheets_seen=seen, counter=counter, notes=notes):
         tp = tables.setdefault((d.sheet, d.table.number), _TablePreview(d.table))
         verdict = d.verdict
         if verdict is None:
@@ -64,6 +65,7 @@ def preview(path: Path, *, sheet: str | None = None, n: int = 10, excel: ExcelCo
     out = [f"{path.name}: {counts['excel_sheets']} sheet(s) read, {counts['excel_hidden_sheets_skipped']} hidden and "
            f"{counts['excel_chart_sheets_skipped']} chart sheet(s) skipped; "
            f"{len(registry)} template(s) from {registry.directory or excel.templates_dir}"]
+    out.extend(f"warning: {note}" for note in notes if sheet is None or note.startswith(f"sheet {sheet!r}:"))
     for name in seen:
         if sheet is not None and name != sheet:
             continue

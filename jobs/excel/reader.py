@@ -3,8 +3,11 @@
 openpyxl reads in read-only mode, so memory stays flat whatever the sheet's size; the guards
 (jobs.excel.guards) run before it opens anything. Read-only mode does not load merged cells, so
 their ranges are scanned from the sheet's XML and filled in as the rows pass: a vertical merge
-repeats its value down its rows, a horizontal one is kept as a span for the header. Hidden and
-chart sheets are skipped and counted. A CSV file is one sheet named after the file, as in Excel.
+repeats its value down its rows, a horizontal one is kept as a span for the header. Cells are read as
+their cached values: a formula cell without one (a workbook written by openpyxl or pandas and never
+opened in Excel) reads as empty, and is counted and told per sheet (formula_note). Hidden and
+chart sheets are skipped and counted. A CSV file is one sheet named after the file, as in Excel; its
+delimiter is one that its header line holds (csv_dialect), and a header line without one is one column.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from jobs.errors import FileRefused, NotUtf8Error, UnreadableFile
 from jobs.excel.formats import EXCEL_ERRORS, format_value
 from jobs.excel.guards import check_workbook_file, require_defusedxml
 
-__all__ = ["EMPTY", "TEXT", "TYPED", "Row", "open_sheets", "read_merged_ranges"]
+__all__ = ["EMPTY", "TEXT", "TYPED", "Row", "SheetScan", "csv_dialect", "formula_note", "open_sheets",
+           "read_merged_ranges", "scan_sheet"]
 
 # openpyxl warns about what it drops ("Unknown extension", "no default style"): nothing a reader of the
 # rows can act on, and once per sheet it floods the worker logs.
@@ -89,35 +93,74 @@ class Row:
 # rows in the sheet XML, so it is read by scanning the part's bytes; a tag cannot occur in cell text,
 # where "<" is always escaped. The optional prefix covers documents written as <x:mergeCell>.
 _MERGE_REF = re.compile(rb'<(?:\w+:)?mergeCell\b[^>]*?\bref="([A-Za-z]{1,3}\d+(?::[A-Za-z]{1,3}\d+)?)"')
+# A cell's formula is its first child (<c><f>B2*12</f><v>14400</v></c>; a shared formula's other cells
+# hold <f t="shared" si="0"/>), and its value is the cached result: a program that does not calculate
+# (openpyxl, pandas) writes <v/> or no <v>, which openpyxl's data_only mode reads as an empty cell. A
+# computed empty text (`=IF(A2="","",A2)`) is an empty <v> too, but on a cell typed t="str".
+_FORMULA_CELL = re.compile(rb'<(?:\w+:)?c\b([^>]*)>\s*<(?:\w+:)?f\b[^>]*?(?:/>|>[^<]*</(?:\w+:)?f\s*>)\s*'
+                           rb'(?:<(?:\w+:)?v\b[^>]*?(?:/>|>([^<]*)</(?:\w+:)?v\s*>))?')
+_TEXT_RESULT = re.compile(rb'\st\s*=\s*["\']str["\']')
 _MAX_MERGES = 100_000
 _SCAN_BLOCK = 1024 * 1024
+_SCAN_CARRY = 64 * 1024  # longer than any cell (a formula is at most 8,192 characters, escaped up to 6 bytes each)
 
 
-def read_merged_ranges(archive: zipfile.ZipFile, part: str | None) -> list[tuple[int, int, int, int]]:
-    """(min_col, min_row, max_col, max_row), 1-based, of the sheet part's merged cells: a streaming scan
-    in 1 MiB blocks, so memory stays flat however large the sheet."""
+@dataclass
+class SheetScan:
+    """What the sheet's XML says that read-only openpyxl does not: its merged ranges, (min_col, min_row,
+    max_col, max_row) 1-based, and how many formula cells hold no computed value."""
+
+    merges: list[tuple[int, int, int, int]] = field(default_factory=list)
+    formulas_without_value: int = 0
+
+
+def scan_sheet(archive: zipfile.ZipFile, part: str | None) -> SheetScan:
+    """One streaming pass over the sheet part in 1 MiB blocks, so memory stays flat however large the
+    sheet. A cell is counted in the block where it starts, unless it starts in the block's last
+    _SCAN_CARRY bytes: those go round with the next block, so that a cell cut by the block's end is
+    seen whole (and a formula at the end is not taken for one without its value, still to come)."""
     if not part:
-        return []
+        return SheetScan()
     part = part.lstrip("/")
     if part not in archive.namelist():
-        return []
+        return SheetScan()
     found: set[bytes] = set()
-    tail = b""
+    uncomputed = 0
+    carry = b""
     with archive.open(part) as fh:
-        while len(found) < _MAX_MERGES:
+        while True:
             block = fh.read(_SCAN_BLOCK)
+            buf = carry + block
+            if len(found) < _MAX_MERGES:
+                found.update(m.group(1) for m in _MERGE_REF.finditer(buf))  # a set: the carry is scanned twice
+            cut = max(len(buf) - _SCAN_CARRY, 0) if block else len(buf)
+            formulas = _FORMULA_CELL.finditer(buf) if b"<f" in buf or b":f" in buf else ()  # most sheets: none
+            for m in formulas:
+                if m.start() >= cut:
+                    break
+                uncomputed += not m.group(2) and not _TEXT_RESULT.search(m.group(1))
             if not block:
                 break
-            buf = tail + block
-            found.update(m.group(1) for m in _MERGE_REF.finditer(buf))
-            tail = buf[-512:]  # a tag cut by the block boundary is whole in the next buffer
+            carry = buf[cut:]
     ranges = []
     for ref in found:
         try:
             ranges.append(tuple(range_boundaries(ref.decode("ascii"))))
         except ValueError:
             continue
-    return sorted(ranges, key=lambda r: (r[1], r[0]))
+    return SheetScan(sorted(ranges, key=lambda r: (r[1], r[0])), uncomputed)
+
+
+def read_merged_ranges(archive: zipfile.ZipFile, part: str | None) -> list[tuple[int, int, int, int]]:
+    """(min_col, min_row, max_col, max_row), 1-based, of the sheet part's merged cells (scan_sheet)."""
+    return scan_sheet(archive, part).merges
+
+
+def formula_note(sheet: str, count: int) -> str:
+    """What a person is told of a sheet whose formulas hold no computed value."""
+    return (f"sheet {sheet!r}: {count} formula cell(s) have no computed value (the workbook was written by a "
+            "program that does not calculate, such as openpyxl or pandas) and are read as empty; open and save "
+            "the workbook in Excel or LibreOffice to compute them")
 
 
 class _Merges:
@@ -180,7 +223,8 @@ def _sheet_rows(ws, merges: _Merges) -> Iterator[Row]:
         yield merges.row(number, *_trimmed(values, formats))
 
 
-def _workbook_sheets(path: Path, cfg: ExcelConfig, counts: Counter) -> Iterator[tuple[str, Iterator[Row]]]:
+def _workbook_sheets(path: Path, cfg: ExcelConfig, counts: Counter,
+                     notes: list[str] | None) -> Iterator[tuple[str, Iterator[Row]]]:
     check_workbook_file(path, cfg)
     require_defusedxml()
     try:
@@ -196,11 +240,82 @@ def _workbook_sheets(path: Path, cfg: ExcelConfig, counts: Counter) -> Iterator[
                     continue
                 counts["excel_sheets"] += 1
                 # Read-only mode does not load merged cells; the sheet's part path is openpyxl's own attribute,
-                # and without it the sheet is simply read without merges.
-                merges = _Merges(read_merged_ranges(archive, getattr(ws, "_worksheet_path", None)))
-                yield ws.title, _sheet_rows(ws, merges)
+                # and without it the sheet is simply read without merges (and formulas are not counted).
+                scan = scan_sheet(archive, getattr(ws, "_worksheet_path", None))
+                if scan.formulas_without_value:
+                    counts["excel_formulas_without_value"] += scan.formulas_without_value
+                    if notes is not None:
+                        notes.append(formula_note(ws.title, scan.formulas_without_value))
+                yield ws.title, _sheet_rows(ws, _Merges(scan.merges))
     finally:
         wb.close()
+
+
+_DELIMITERS = ",;\t|"
+
+
+class _OneColumn(csv.excel):
+    """A CSV file whose first line holds no delimiter: one column, its values' commas and semicolons text.
+    csv needs a delimiter still; the unit separator (a control character) occurs in no text file."""
+
+    delimiter = "\x1f"
+
+
+def _header_delimiters(sample: str) -> str:
+    """The candidate delimiters that the first non-blank line of `sample` holds outside double quotes, the
+    most frequent first ("" when it holds none)."""
+    found: Counter = Counter()
+    quoted = started = False
+    for ch in sample:
+        if ch == '"':
+            quoted, started = not quoted, True
+        elif quoted:
+            continue
+        elif ch in _DELIMITERS:
+            found[ch] += 1
+        elif ch in "\r\n":
+            if started or found:
+                break
+        elif not ch.isspace():
+            started = True
+    return "".join(d for d, _ in found.most_common())
+
+
+def _table_below(sample: str) -> str:
+    """The delimiter of a table under a title line (`Quarterly report` over `Region,Q1,Q2`): one that every
+    later whole line of `sample` holds, the same number of times, outside quotes ("" when none does)."""
+    lines = sample.splitlines()[1:]
+    if lines and not sample.endswith(("\n", "\r")):
+        lines.pop()  # cut short by the sample's end
+    lines = [line for line in lines if line.strip()]
+    if len(lines) < 2:
+        return ""
+    for d in _DELIMITERS:
+        per_line = {_outside_quotes(line).count(d) for line in lines}
+        if len(per_line) == 1 and per_line != {0}:
+            return d
+    return ""
+
+
+def _outside_quotes(line: str) -> str:
+    return "".join(part for i, part in enumerate(line.split('"')) if i % 2 == 0)
+
+
+def csv_dialect(sample: str) -> type[csv.Dialect]:
+    """The dialect of a CSV file from its first bytes. The header line decides which delimiters are in
+    play: one holding none of `,` `;` tab `|` outside quotes is a one-column file, however many commas
+    its values hold (csv's Sniffer would fail there, and `,` split every value at its commas), unless
+    it is a title over a table whose every line holds one delimiter alike (_table_below). Among the
+    delimiters the header holds, the Sniffer picks by how consistently the lines hold them, else the
+    commonest."""
+    in_header = _header_delimiters(sample)
+    if not in_header:
+        below = _table_below(sample.lstrip("\r\n"))
+        return type("_Titled", (csv.excel,), {"delimiter": below}) if below else _OneColumn
+    try:
+        return csv.Sniffer().sniff(sample, delimiters=in_header)
+    except csv.Error:
+        return type("_Sniffed", (csv.excel,), {"delimiter": in_header[0]})
 
 
 def _csv_sheets(path: Path, cfg: ExcelConfig, counts: Counter) -> Iterator[tuple[str, Iterator[Row]]]:
@@ -215,10 +330,8 @@ def _csv_sheets(path: Path, cfg: ExcelConfig, counts: Counter) -> Iterator[tuple
         if exc.start < len(sample_bytes) - 3:  # not just a character cut at the sample's end
             raise NotUtf8Error(f"CSV file is not UTF-8 (byte {exc.start}); re-save it as 'CSV UTF-8'") from exc
         sample = sample_bytes[: exc.start].decode("utf-8-sig")
-    try:
-        dialect = csv.Sniffer().sniff(sample, delimiters=",;\t|")
-    except csv.Error:
-        dialect = csv.excel
+    dialect = csv_dialect(sample)
+    one_column = dialect is _OneColumn
     counts["excel_sheets"] += 1
 
     def rows() -> Iterator[Row]:
@@ -233,6 +346,8 @@ def _csv_sheets(path: Path, cfg: ExcelConfig, counts: Counter) -> Iterator[tuple
                 if record is None:
                     return
                 number += 1
+                if one_column and len(record) > 1:  # the separator's character in a value: still one column
+                    record = [_OneColumn.delimiter.join(record)]
                 values, formats = _trimmed(list(record), [None] * len(record))
                 yield Row(number, values, formats)
 
@@ -240,9 +355,12 @@ def _csv_sheets(path: Path, cfg: ExcelConfig, counts: Counter) -> Iterator[tuple
     yield path.stem, rows()
 
 
-def open_sheets(path: Path, cfg: ExcelConfig, counts: Counter) -> Iterator[tuple[str, Iterator[Row]]]:
-    """(sheet name, row stream) per visible worksheet; a .csv file is one sheet."""
+def open_sheets(path: Path, cfg: ExcelConfig, counts: Counter,
+                notes: list[str] | None = None) -> Iterator[tuple[str, Iterator[Row]]]:
+    """(sheet name, row stream) per visible worksheet; a .csv file is one sheet. `counts` collects what
+    was skipped; `notes` receives, as each sheet opens, what a person must be told about it (formula
+    cells without a computed value, formula_note)."""
     path = Path(path)
     if path.suffix.lower() == ".csv":
         return _csv_sheets(path, cfg, counts)
-    return _workbook_sheets(path, cfg, counts)
+    return _workbook_sheets(path, cfg, counts, notes)

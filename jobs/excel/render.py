@@ -147,14 +147,16 @@ def row_labels(table: Table, cells: list[str], kinds: list[int] | None = None) -
 
 def iter_drafts(path: Path, source_path: str, cfg: ExcelConfig, counts: Counter,
                 sheet: str | None = None, sheets_seen: list[str] | None = None,
-                templates: TemplateTexts | None = None, counter: TokenCounter | None = None) -> Iterator[RowDraft]:
+                templates: TemplateTexts | None = None, counter: TokenCounter | None = None,
+                notes: list[str] | None = None) -> Iterator[RowDraft]:
     """Every data row of the workbook at `path`, rendered and judged, a row too long to embed as its parts
     (jobs.excel.split: over `max_words`, or over the model's window where `counter`, the embedding model's
-    token counter, is given); `counts` collects what was skipped and split. `templates`: the driver's
-    template texts (a job's workers); None reads `cfg.templates_dir` here."""
+    token counter, is given); `counts` collects what was skipped and split, `notes` what a person must be
+    told (jobs.excel.reader.open_sheets). `templates`: the driver's template texts (a job's workers); None
+    reads `cfg.templates_dir` here."""
     ctx = _Context.create(source_path, cfg, templates)
     ctx.counts = counts
-    for name, rows in open_sheets(Path(path), cfg, counts):
+    for name, rows in open_sheets(Path(path), cfg, counts, notes):
         if sheets_seen is not None:
             sheets_seen.append(name)
         if sheet is not None and name != sheet:

@@ -2,13 +2,16 @@
 
 One chunk row per data row, carrying its file, sheet and table title as heading path and breadcrumb
 (embedded with the text); the document's first row carries `doc_stats`, what the reader and the
-table finder skipped or found. A workbook that cannot be read becomes one error row, so one bad
-file never fails its batch. Rows are built by jobs.chunks.build, as the Markdown path's are.
+table finder skipped or found. What a person must be told of a workbook (formula cells saved without
+their values) is logged as a warning naming the file and sheet, and counted in `doc_stats`. A
+workbook that cannot be read becomes one error row, so one bad file never fails its batch. Rows are
+built by jobs.chunks.build, as the Markdown path's are.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 
 from jobs.chunks.build import chunk_rows
@@ -24,6 +27,8 @@ from jobs.rows import doc_marker, error_row, storable
 from jobs.sources.reads import work_local_file
 
 __all__ = ["excel_to_chunks"]
+
+log = logging.getLogger(__name__)
 
 
 def excel_to_chunks(rows: list[dict], *, excel: ExcelConfig, quality: QualityConfig,
@@ -46,8 +51,12 @@ def _workbook_chunks(work: dict, excel: ExcelConfig, quality: QualityConfig, emb
                      storage=None, templates: TemplateTexts | None = None) -> list[dict]:
     counter = token_counter(embedding_model)
     counts: Counter = Counter()
+    notes: list[str] = []
     with work_local_file(work, storage, max_bytes=excel.max_file_bytes) as path:
-        drafts = list(iter_drafts(path, work["source_path"], excel, counts, templates=templates, counter=counter))
+        drafts = list(iter_drafts(path, work["source_path"], excel, counts, templates=templates, counter=counter,
+                                  notes=notes))
+    for note in notes:  # counted in doc_stats too (the run's metrics.json `text_changes`)
+        log.warning("%s: %s", work["source_path"], note)
     for d in drafts:  # a cell's `_x0000_` escape reads back as NUL
         stored = tuple(storable(v, counts) for v in (d.sheet, d.text, d.heading_path))
         if stored != (d.sheet, d.text, d.heading_path):

@@ -11,6 +11,9 @@ chunks are replaced.
 Local roots: symbolic links are followed only inside the root (listing._iter_local); links passed over
 (outside the root, loops, broken) are logged as warnings and returned on the result's `skipped`, from
 where the plan, `corpusmill plan` and the QA report show them.
+
+The include/exclude globs match without regard to case (`**/*.md` takes `NOTES.MD`, `**/drafts/**`
+leaves out `Drafts/`), locally and in object stores alike.
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from jobs.sources.uris import is_remote, local_path
 
 log = logging.getLogger(__name__)
 
-# .csv rows go through the Excel path; .xls is accepted only to be refused with a conversion hint.
+# .csv rows go through the Excel path; .xls (in the default include globs) is taken only to be refused with
+# a conversion hint (jobs/excel/guards.py): a run says which workbooks it could not read instead of passing
+# them over in silence.
 SOURCE_TYPES = {".md": "markdown", ".markdown": "markdown", ".xlsx": "excel", ".xlsm": "excel", ".csv": "excel",
                 ".xls": "excel"}
 HASH_BATCH = 256  # listed files in a page: looked up in the store, then hashed together
@@ -67,6 +72,14 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def _included(rel: str, include: list[str]) -> bool:
+    return matches(rel, include, ignore_case=True)
+
+
+def _excluded(rel: str, exclude: list[str]) -> bool:
+    return matches(rel, exclude, ignore_case=True)
 
 
 def _trusted(doc, item: Listed) -> str | None:
@@ -146,7 +159,7 @@ def iter_discovered(roots: list, include: list[str], exclude: list[str], storage
             def on_skip(entry: Skipped, root=root) -> None:
                 # Reported when it could have held a document: a directory, or a file the globs select
                 # (a virtualenv's bin/python -> /usr/bin/python3 is not worth a warning).
-                if matches(entry.rel, exclude) or not (entry.is_dir or matches(entry.rel, include)):
+                if _excluded(entry.rel, exclude) or not (entry.is_dir or _included(entry.rel, include)):
                     return
                 skipped.append({"root": str(root), **entry.as_dict()})
                 if len(skipped) <= LOGGED_SKIPS:
@@ -158,7 +171,7 @@ def iter_discovered(roots: list, include: list[str], exclude: list[str], storage
                                    on_skip=on_skip):
                 counts["listed"] += 1
                 rel = item.rel
-                if not matches(rel, include) or matches(rel, exclude):
+                if not _included(rel, include) or _excluded(rel, exclude):
                     continue
                 source_type = SOURCE_TYPES.get(PurePosixPath(rel).suffix.lower())
                 if source_type is None:

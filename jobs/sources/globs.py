@@ -7,6 +7,11 @@ directories (none included), `[…]` is a character class (`[!…]` negated), `{
 leading dot is matched like any other character (hidden files are excluded by the default exclude
 globs, not by the dialect). Python's fnmatch lets `*` cross `/` and has no `**` or braces, and
 pathlib's match has no `**` before 3.13: wcmatch gives all of this, compiled once per pattern list.
+
+Case: input include/exclude globs match with `ignore_case` (jobs/sources/discover.py), so `**/*.md`
+finds `NOTES.MD` on every filesystem and in every object store, as it would on Windows or macOS.
+Row-template `file` globs, header pins' `file` and search's `path=` match the case as written (a
+template's and a pin's `sheet` globs ignore case: jobs/excel/templates.py).
 """
 
 from __future__ import annotations
@@ -21,11 +26,11 @@ FLAGS = glob.GLOBSTAR | glob.BRACE | glob.DOTGLOB | glob.FORCEUNIX
 
 
 @lru_cache(maxsize=256)
-def _compiled(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+def _compiled(patterns: tuple[str, ...], ignore_case: bool = False) -> re.Pattern[str] | None:
     # One alternation of wcmatch's translated regexes: discovery matches every path of the corpus, and
     # this takes ~7.6 us per path against three include and three exclude globs, wcmatch's own matcher
     # ~10 us (measured side by side on 100k paths).
-    regexes, _ = glob.translate(list(patterns), flags=FLAGS)
+    regexes, _ = glob.translate(list(patterns), flags=FLAGS | (glob.IGNORECASE if ignore_case else 0))
     return re.compile("|".join(f"(?:{r})" for r in regexes)) if regexes else None
 
 
@@ -38,9 +43,10 @@ def check_globs(patterns: list[str] | tuple[str, ...], what: str) -> None:
         raise ValueError(f"{what}: {exc}") from exc
 
 
-def matches(rel_path: str, patterns: list[str] | tuple[str, ...]) -> bool:
-    """True when the whole of `rel_path` matches any of `patterns` (a trailing `/` or newline does not)."""
-    compiled = _compiled(tuple(patterns))
+def matches(rel_path: str, patterns: list[str] | tuple[str, ...], *, ignore_case: bool = False) -> bool:
+    """True when the whole of `rel_path` matches any of `patterns` (a trailing `/` or newline does not);
+    `ignore_case`: letters match in either case (`**/*.md` takes `NOTES.MD`), as input globs do."""
+    compiled = _compiled(tuple(patterns), ignore_case)
     return compiled is not None and compiled.fullmatch(rel_path) is not None and not rel_path.endswith(("/", "\n"))
 
 

@@ -159,3 +159,20 @@ def test_openpyxl_told_by_the_environment_not_to_use_defusedxml_is_refused():
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "OPENPYXL_DEFUSEDXML='False' in this process's environment" in proc.stderr
+
+
+def test_an_xls_file_the_default_globs_find_fails_alone_with_the_conversion_hint(tmp_path, plain):
+    from jobs.config import InputConfig
+    from jobs.sources.discover import discover
+
+    (tmp_path / "Reports").mkdir()
+    (tmp_path / "Reports" / "Q1.XLS").write_bytes((UNSTRUCTURED / "tests-example.xls").read_bytes())
+    (tmp_path / "cups.xlsx").write_bytes(BOOK.read_bytes())
+    found = discover([tmp_path], InputConfig().include, InputConfig().exclude)
+    assert [(f.source_path, f.source_type) for f in found] == [("cups.xlsx", "excel"), ("Reports/Q1.XLS", "excel")]
+    rows = excel_to_chunks([work(Path(f.abs_path), f.source_path) for f in found], excel=plain,
+                           quality=QualityConfig(), embedding_model=MODEL)
+    (err,) = [r for r in rows if r.get("error_stage")]
+    assert err["source_path"] == "Reports/Q1.XLS" and err["error_class"] == "FileRefused"
+    assert "legacy .xls" in err["error_message"] and "libreoffice --headless --convert-to xlsx" in err["error_message"]
+    assert any(r["source_path"] == "cups.xlsx" and r["row_kind"] == "chunk" for r in rows)

@@ -36,3 +36,9 @@ def test_preview_says_how_a_published_tables_header_was_found():
     out = preview(STATS / "ozmarriage-table1.xlsx", n=1, excel=ExcelConfig(), quality=QualityConfig())
     assert "table 1: header row 7;" in out
     assert "  why: the first row of short names over typed values (7 column(s)); 3 header lines joined\n" in out
+
+
+def test_preview_names_the_sheets_whose_formulas_have_no_computed_value():
+    out = preview(STATS / "ozmarriage-table1.xlsx", n=1, excel=ExcelConfig(), quality=QualityConfig())
+    assert "sheet 'Table 1': 2 formula cell(s) have no computed value" in out
+    assert "open and save the workbook in Excel or LibreOffice to compute them" in out

@@ -201,3 +201,45 @@ def test_documents_under_a_directory_the_listing_could_not_open_are_not_deleted(
     stored = {p: StoredDoc(p, "sha", "fp", "done") for p in ("team/private/a.md", "team/public.md", "gone.md")}
     plan = make_plan(Listed(), stored, "fp")
     assert plan.delete == ["gone.md", "team/public.md"]  # absent and readable: deleted; unreadable: kept
+
+
+def _default_globs() -> list[tuple[list[str], list[str]]]:
+    """The include/exclude globs of a run given none: the config models' defaults and the shipped local.yaml's."""
+    import yaml
+
+    from jobs.config import InputConfig
+    from jobs.defaults import default_config
+
+    shipped = yaml.safe_load(default_config("local.yaml").read_text())["input"]
+    return [(InputConfig().include, InputConfig().exclude), (shipped["include"], shipped["exclude"])]
+
+
+def test_default_globs_take_extensions_in_any_case_and_legacy_xls_files(tmp_path):
+    from tests.excel.conftest import UNSTRUCTURED
+
+    root = tmp_path / "corpus"
+    for rel in ["README.MD", "Data.XLSX", "notes.Markdown", "Sheet.CSV", "Macros.XlsM", "a.md", "x.TXT",
+                "Old/.Draft.MD"]:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("# T\n\ntext\n")
+    (root / "Old" / "budget.XLS").write_bytes((UNSTRUCTURED / "tests-example.xls").read_bytes())
+    os.symlink("nowhere.md", root / "Broken.MD")
+    for include, exclude in _default_globs():
+        found = discover([root], include, exclude)
+        assert {f.source_path: f.source_type for f in found} == {
+            "Data.XLSX": "excel", "Macros.XlsM": "excel", "README.MD": "markdown", "Sheet.CSV": "excel", "a.md": "markdown",
+            "notes.Markdown": "markdown", "Old/budget.XLS": "excel"}  # hidden files stay out, whatever their case
+        assert _skipped(found) == {"Broken.MD": "broken_link"}
+
+    include, exclude = _default_globs()[1]
+    assert "Old/budget.XLS" not in {f.source_path for f in discover([root], include, [*exclude, "**/*.xls"])}
+    assert [f.source_path for f in discover([root], ["**/*.md"], EXC)] == ["README.MD", "a.md"]  # no .xlsx asked for
+
+
+def test_user_globs_match_without_regard_to_case(tmp_path):
+    root = tmp_path / "corpus"
+    for rel in ["Docs/Intro.MD", "docs/usage.md", "DOCS/Drafts/wip.md", "other/x.md"]:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("# T\n\ntext\n")
+    found = discover([root], ["docs/**/*.md"], ["**/drafts/**"])
+    assert sorted(f.source_path for f in found) == ["Docs/Intro.MD", "docs/usage.md"]

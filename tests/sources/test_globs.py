@@ -38,6 +38,15 @@ def test_a_trailing_slash_or_newline_is_not_a_match():
     assert not matches("a.md/", ["**/*.md"]) and not matches("a.md\n", ["**/*.md"])
 
 
+def test_ignore_case_matches_whatever_the_case_of_the_path_or_the_pattern():
+    assert matches("NOTES.MD", ["**/*.md"], ignore_case=True) and matches("a/Data.XLSX", ["**/*.xlsx"], ignore_case=True)
+    assert matches("Docs/Q1.Csv", ["docs/*.{csv,xlsx}"], ignore_case=True)
+    assert matches("notes.md", ["**/*.MD"], ignore_case=True)
+    assert not matches("docs/sub/A.MD", ["docs/*.md"], ignore_case=True)  # the dialect otherwise unchanged
+    # Row templates, header pins and search's `path=` (a database regex) keep the case as written.
+    assert not matches("NOTES.MD", ["**/*.md"])
+
+
 def test_a_glob_past_the_expansion_limit_is_refused_when_the_config_is_read(tmp_path):
     import pytest
     import yaml

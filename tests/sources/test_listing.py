@@ -76,6 +76,18 @@ def test_globs_select_the_same_files_locally_and_in_a_bucket(s3_server, bucket, 
     assert [(f.source_path, f.abs_path) for f in shared] == [(f.source_path, f.abs_path) for f in local]
 
 
+def test_extensions_match_in_any_case_locally_and_in_a_bucket(s3_server, bucket, opts, tmp_path):
+    tree = tmp_path / "cased"
+    for rel in ["A.MD", "sub/B.Xlsx", "sub/C.CSV", "old/D.XLS", "e.TXT", ".F.MD"]:
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_bytes(rel.encode())
+    put_tree(s3_server, bucket, "cased", tree)
+    local = discover([tree], INCLUDE, EXCLUDE)
+    remote = discover([f"s3://{bucket}/cased"], INCLUDE, EXCLUDE, opts)
+    assert [(f.source_path, f.source_type) for f in local] == [(f.source_path, f.source_type) for f in remote] == [
+        ("A.MD", "markdown"), ("sub/B.Xlsx", "excel"), ("sub/C.CSV", "excel")]  # INCLUDE takes no .xls
+
+
 def test_discover_reads_only_what_the_listing_says_changed(s3_server, bucket, opts):
     put_tree(s3_server, bucket, "corpus", CORPUS)
     root = f"s3://{bucket}/corpus"
