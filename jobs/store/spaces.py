@@ -107,10 +107,31 @@ class EmbeddingSpaces:
                 self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t(table)))
                 doc_vectors.drop(self.conn, self.schema, table)
             self._create_chunk_table(table, dimension)
+            if status and status[0] == "building":
+                self._drop_stale(active, space)
             # The space's BM25 weights are the active space's (same terms, same pivot): copied, not recomputed.
             lexical.copy_pivot(self.conn, self.schema, active.chunk_table, table)
             self._record_space(space, "building")
         return space
+
+    def _drop_stale(self, active: Collection, space: Collection) -> None:
+        """A resumed space (a reembed killed, then run again) holds what its first attempt copied; an ingest
+        in between may have changed or deleted some of those documents in the active space, and only the
+        reembed writes the building space. Its documents whose rows differ from the active space's in
+        anything but the vector (or that the active space no longer holds) leave it, so this attempt embeds
+        them again: else the switch would carry their old version, or a deleted page, into the new space."""
+        cols = sql.SQL(", ").join(sql.Identifier(c) for c, _ in CHUNK_COLUMNS
+                                  if c not in ("embedding", "embedding_model"))
+        gone = self.conn.execute(sql.SQL(
+            "WITH b AS (SELECT doc_id, md5(row({cols})::text) AS h FROM {space}), "
+            "a AS (SELECT doc_id, md5(row({cols})::text) AS h FROM {active} WHERE doc_id IN (SELECT doc_id FROM b)), "
+            "stale AS (SELECT doc_id FROM (SELECT * FROM b EXCEPT SELECT * FROM a) x "
+            "UNION SELECT doc_id FROM (SELECT * FROM a EXCEPT SELECT * FROM b) y) "
+            "DELETE FROM {space} WHERE doc_id IN (SELECT doc_id FROM stale) RETURNING doc_id").format(
+            cols=cols, space=self._t(space.chunk_table), active=self._t(active.chunk_table))).fetchall()
+        if gone:
+            log.info("%d documents changed or deleted since the first attempt of this reembed: embedded again",
+                     len({r[0] for r in gone}))
 
     @reconnecting
     def docs_missing_from(self, active: Collection, space: Collection) -> list[str]:

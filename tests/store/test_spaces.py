@@ -106,3 +106,22 @@ def test_an_ingest_with_a_model_the_collection_never_had_is_refused(store):
     assert "embeds with other-model" in message and "never-had" in message
     assert "set embedding.model: other-model" in message
     assert "`corpusmill reembed --collection sp_refused --model never-had`" in message
+
+
+def test_a_resumed_reembed_drops_what_an_ingest_changed_or_deleted_since_its_first_attempt(store, pg_url):
+    """A reembed killed after some documents, an ingest that updates one of them and deletes another, then
+    the reembed again: those two leave the new space (the changed one to be embedded again), the
+    unchanged one stays, as copied."""
+    docs = [_rows(f"d{i}", 2, "sp_resume") for i in range(4)]
+    active = _active(store, pg_url, "sp_resume", docs)
+    space = store.begin_space(active, "other-model", DIM)
+    for doc in ("d0", "d1", "d2"):  # as jobs.reembed.fill_space copies them
+        store.load_space_document(space, doc, [dict(c, embedding=[0.5] * DIM, embedding_model="other-model")
+                                               for c in store.chunks_of(active, [doc])])
+    sink = ChunkDatasink(pg_url, "corpusmill", active, "w2", label="test sp_resume", share_text=False)
+    sink.write([_table(_rows("d1", 3, "sp_resume", texts=["new", "text", "here"], run_id="w2"))], _task(1))
+    store.delete_document(active, "d2.md")
+
+    resumed = store.begin_space(active, "other-model", DIM)
+    assert resumed == space and store.space_size(space) == (1, 2)  # d0 only
+    assert store.docs_missing_from(active, space) == ["d1", "d3"]
