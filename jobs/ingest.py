@@ -68,7 +68,7 @@ from jobs.sources.uris import is_remote, join, local_path
 from jobs.store.known_vectors import vectors_to_reuse
 from jobs.store.locks import LeaseWatch, OwnershipLost
 from jobs.store.lost import record_lost as _record_lost
-from jobs.store.parquet import RunOutput, read_run_json
+from jobs.store.parquet import RunOutput, read_errors, read_run_json
 from jobs.store.pgvector import Collection, PgStore
 from jobs.store.spaces import space_for_ingest
 from jobs.store.url import database_url
@@ -390,8 +390,10 @@ class _Run:
         self.output.write_json("qa/metrics.json", metrics)
         write_summary(self.output.qa_dir / "summary.md", metrics)
         status = "ok"
+        failures = self._run_failures(stats.failures)
+        if failures is not None:
+            self.output.write_errors(failures)
         if stats.failures:
-            self.output.write_errors(stats.failures)
             status = "failed_files"
         elif result.gate_failures:
             status = "failed_gates"
@@ -401,6 +403,20 @@ class _Run:
             "vectors_computed": chunks["vectors_computed"], "vectors_reused": chunks["vectors_reused"]},
                          metrics["stages"])
         result.totals = store.status(cfg.collection)
+
+    def _run_failures(self, now: list[dict]) -> list[dict] | None:
+        """What the run directory's errors.parquet lists after this attempt: this attempt's failures, and
+        an earlier attempt's (a resumed run id) of documents no later attempt committed. A refusal a later
+        attempt got past must leave the list, or a reload of the history (jobs/load.py) would leave out the
+        version this run committed. None: nothing to write."""
+        earlier = read_errors(self.output.uri, self.storage)
+        if not earlier and not now:
+            return None
+        again = {f["source_path"] for f in now}
+        left = [f for f in earlier if f["source_path"] not in again]
+        committed = self.store.committed_in_run(self.cfg.collection, sorted({f["source_path"] for f in left}),
+                                                self.run_id) if left else set()
+        return [f for f in left if f["source_path"] not in committed] + list(now)
 
     def _measure_index(self, token_limit: int) -> dict:
         """The collection changed: measure what is now in the index, for the gates. Its cost is bounded

@@ -288,3 +288,35 @@ def test_the_deletions_of_a_run_that_failed_to_start_are_in_its_run_directory(tm
     assert len(failed) == 1 and json.loads((failed[0] / "run.json").read_text())["deleted"] == ["b.md"]
     (history,) = _histories(sorted(runs.iterdir()), None, None)
     assert history.deleted() == ["b.md"]
+
+
+def test_a_version_a_later_attempt_of_the_run_committed_is_not_left_out_of_a_reload(tmp_path, pg_url):
+    """A run's first attempt has a version refused at commit (errors.parquet, stage load); the same run id
+    resumed with --retry-failed commits it. The refusal leaves errors.parquet, so a reload of the history
+    loads the version the run committed, not the one before it."""
+    from jobs.load import _histories
+    from jobs.store.parquet import read_errors, read_refused
+    from tests.conftest import write_config
+    from tests.test_ingest import cli
+
+    notes, runs = tmp_path / "notes", tmp_path / "runs"
+    notes.mkdir()
+    for i in range(3):
+        (notes / f"n{i}.md").write_text(f"# Note {i}\n\nThis is note number {i}, about tides and harbours.\n")
+    cfg = str(write_config(tmp_path / "r.yaml", "load_refused_retried", [notes], output=str(runs)))
+    assert cli("ingest", "--config", cfg, "--run-id", "R1").returncode == 0
+    (notes / "n1.md").write_text("# Note 1\n\nV2MARK the revised note, about lighthouses.\n")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        table = conn.execute("SELECT chunk_table FROM corpusmill.collections WHERE name = 'load_refused_retried'"
+                             ).fetchone()[0]
+        conn.execute(f"ALTER TABLE corpusmill.{table} ADD CONSTRAINT no_v2 CHECK (text NOT LIKE '%V2MARK%') NOT VALID")
+        out = cli("ingest", "--config", cfg, "--run-id", "R2")
+        assert out.returncode == 1, out.stdout + out.stderr
+        assert read_refused(runs / "R2") == {"n1.md"}
+        conn.execute(f"ALTER TABLE corpusmill.{table} DROP CONSTRAINT no_v2")
+    out = cli("ingest", "--config", cfg, "--run-id", "R2", "--retry-failed")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert read_errors(runs / "R2") == []
+    (history,) = _histories([runs / "R1", runs / "R2"], None, None)
+    (n1,) = [doc for doc, path in history.paths.items() if path == "n1.md"]
+    assert history.last[n1][0] == 1  # the second run's version

@@ -33,6 +33,13 @@ class DocumentRows:
         return {r[0]: StoredDoc(*r) for r in rows}
 
     @reconnecting
+    def committed_in_run(self, collection: str, paths: list[str], run_id: str) -> set[str]:
+        """Those of `paths` whose last commit was made by run `run_id` (a resumed run's later attempt)."""
+        return {r[0] for r in self.conn.execute(sql.SQL(
+            "SELECT source_path FROM {} WHERE collection = %s AND source_path = ANY(%s) AND status = 'done' "
+            "AND run_id = %s").format(self._t("documents")), (collection, paths, run_id))}
+
+    @reconnecting
     def record_listing(self, collection: str, files: list[tuple[str, int, str | None]]) -> None:
         """(source_path, size, listing tag) of `done` documents found unchanged in content under a new
         listing (a re-upload, a touched file), or of `failed` ones found still holding the content they

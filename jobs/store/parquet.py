@@ -262,6 +262,12 @@ def read_run_json(run_dir: Path | str, storage: StorageOptions | None = None) ->
         return json.loads(f.read().decode("utf-8")) if f is not None else {}
 
 
+def read_errors(run_dir: Path | str, storage: StorageOptions | None = None) -> list[dict]:
+    """The failures a run directory's errors.parquet lists (none when it has none)."""
+    with _run_file(run_dir, "errors.parquet", storage) as f:
+        return [] if f is None else pq.read_table(f).to_pylist()
+
+
 def read_refused(run_dir: Path | str, storage: StorageOptions | None = None) -> set[str]:
     """The source paths whose version in this run the database refused at commit (its errors.parquet,
     stage `load`): the run wrote their rows to its parts before the commit failed, and the collection
