@@ -126,7 +126,34 @@ def open_active(store: PgStore, collection: str) -> Collection:
 
 def switch_to(store: PgStore, cfg: JobConfig, active: Collection, space: Collection) -> None:
     store.switch_space(active, space, _fingerprint_with(cfg, active.embedding_model),
-                       _fingerprint_with(cfg, space.embedding_model))
+                       _fingerprint_with(cfg, space.embedding_model), _moves(store, cfg, active, space))
+
+
+def _moves(store: PgStore, cfg: JobConfig, active: Collection, space: Collection) -> dict[str, str]:
+    """The documents' fingerprints a switch moves besides the one `cfg` makes: a collection ingested with
+    another config than the reembed's (`configs/local.yaml`, then a reembed on a GPU with
+    `configs/gpu.yaml`) keeps its chunks, so each fingerprint moves to the new model's under the config
+    of the run that made it, where that config still makes it (the same pipeline version, the same
+    templates). Documents under a fingerprint no run explains are said: the next ingest re-chunks them."""
+    ours = _fingerprint_with(cfg, active.embedding_model)
+    moves, unexplained = {}, 0
+    for fp, config in store.fingerprint_configs(active.name).items():
+        if fp == ours:
+            continue
+        try:
+            data = dict(config or {}, database={**(config or {}).get("database", {}), "url": None})
+            theirs = JobConfig.model_validate(data)
+            if _fingerprint_with(theirs, active.embedding_model) == fp:
+                moves[fp] = _fingerprint_with(theirs, space.embedding_model)
+                continue
+        except (ValueError, TypeError):  # a config of an older release that no longer validates
+            pass
+        unexplained += 1
+    if unexplained:
+        log.warning("collection %r holds documents chunked under %d configuration(s) that neither this config nor "
+                    "its runs' recorded configs make now (another pipeline version or changed templates): the next "
+                    "ingest re-chunks them", active.name, unexplained)
+    return moves
 
 
 def read_space_rows(ranges: list[dict], *, url: str, schema: str, active: Collection, space: Collection,

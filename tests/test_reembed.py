@@ -156,3 +156,30 @@ def test_a_reembed_takes_vectors_from_other_collections_of_its_new_model(tmp_pat
     off = cfg.embedding.model_copy(update={"reuse_other_collections": False})
     assert vectors_to_reuse(store, pg_url, "corpusmill", off, space.embedding_model, space.dimension,
                             building=space.chunk_table) is None
+
+
+def test_a_switch_moves_the_fingerprints_of_documents_chunked_under_another_config(tmp_path, store, caplog):
+    """A collection ingested with one config and re-embedded with another (local.yaml, then gpu.yaml on
+    a GPU): its documents' fingerprints move to the new model's under the config of the run that made
+    them, so the next ingest with that config re-chunks nothing; one no run explains is said."""
+    from jobs.config import load_config
+    from jobs.reembed import _fingerprint_with, switch_to
+    from tests.factories import doc_row
+
+    ingested = load_config(write_config(tmp_path / "a.yaml", "re_moves", [tmp_path], chunking__dedupe_min_words=9))
+    reembedded = load_config(write_config(tmp_path / "b.yaml", "re_moves", [tmp_path]))
+    assert ingested.fingerprint() != reembedded.fingerprint()
+    active = store.ensure_collection("re_moves", ORIGINAL, 4)
+    fp = ingested.fingerprint()
+    store.start_run("re-moves-1", "re_moves", ingested.public_dict(), fp, str(tmp_path))
+    for doc, print_ in (("a", fp), ("b", fp), ("c", "f0f0f0f0f0f0f0f0")):
+        store.mark_pending("re_moves", "re-moves-1", [doc_row(doc)])
+        store.commit_document(active, dict(doc_row(doc), pipeline_fingerprint=print_), [], "re-moves-1")
+    space = store.begin_space(active, RENAMED, 4)
+    with caplog.at_level("WARNING", logger="jobs.reembed"):
+        switch_to(store, reembedded, active, space)
+    moved = dict(store.conn.execute("SELECT source_path, pipeline_fingerprint FROM corpusmill.documents "
+                                    "WHERE collection = 're_moves'").fetchall())
+    assert moved == {"a.md": _fingerprint_with(ingested, RENAMED), "b.md": _fingerprint_with(ingested, RENAMED),
+                     "c.md": "f0f0f0f0f0f0f0f0"}
+    assert "1 configuration(s) that neither this config nor its runs' recorded configs make now" in caplog.text

@@ -159,21 +159,35 @@ class EmbeddingSpaces:
 
     @reconnecting
     def switch_space(self, active: Collection, space: Collection, old_fingerprint: str | None,
-                     new_fingerprint: str | None) -> None:
+                     new_fingerprint: str | None, more: dict[str, str] | None = None) -> None:
         """Make `space` the collection's active space in one transaction; the old one is retired.
-        Documents checkpointed under the old model's fingerprint move to the new one, so the next
-        ingest with the new model re-chunks nothing."""
+        Documents checkpointed under the old model's fingerprint move to the new one (and those under
+        each fingerprint of `more` to its new one), so the next ingest with the new model re-chunks
+        nothing."""
+        moves = dict(more or {})
+        if old_fingerprint and new_fingerprint:
+            moves[old_fingerprint] = new_fingerprint
         with self.conn.transaction():
             self.conn.execute(sql.SQL(
                 "UPDATE {} SET embedding_model = %s, dimension = %s, chunk_table = %s WHERE name = %s").format(
                 self._t("collections")), (space.embedding_model, space.dimension, space.chunk_table, active.name))
             self._record_space(active, "retired")
             self._record_space(space, "active")
-            if old_fingerprint and new_fingerprint:
+            for old, new in moves.items():
                 self.conn.execute(sql.SQL(
                     "UPDATE {} SET pipeline_fingerprint = %s WHERE collection = %s AND pipeline_fingerprint = %s").format(
-                    self._t("documents")), (new_fingerprint, active.name, old_fingerprint))
+                    self._t("documents")), (new, active.name, old))
             self._refresh_view()
+
+    @reconnecting
+    def fingerprint_configs(self, collection: str) -> dict[str, dict | None]:
+        """Each pipeline fingerprint the collection's documents are checkpointed under, with the config of
+        the newest run of the collection made under it (None: no run recorded it)."""
+        return dict(self.conn.execute(sql.SQL(
+            "SELECT f.fp, (SELECT r.config FROM {runs} r WHERE r.collection = %s AND r.pipeline_fingerprint = f.fp "
+            "ORDER BY r.started_at DESC LIMIT 1) FROM (SELECT DISTINCT pipeline_fingerprint AS fp FROM {docs} "
+            "WHERE collection = %s AND pipeline_fingerprint IS NOT NULL) f").format(
+            runs=self._t("runs"), docs=self._t("documents")), (collection, collection)).fetchall())
 
     @reconnecting
     def tables_embedded_with(self, model: str, dimension: int, limit: int = 8) -> list[str]:
