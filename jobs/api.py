@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import numbers
 import os
 import threading
 from dataclasses import asdict, dataclass, field
@@ -207,11 +208,19 @@ class Collection:
                                          (table.as_string(store.conn),)).fetchone()
                 if est and est[0] > sample_rows:
                     sample = sql.SQL(" TABLESAMPLE SYSTEM ({})").format(sql.Literal(100.0 * sample_rows / est[0]))
-            rows = store.conn.execute(sql.SQL(
-                "SELECT k, count(DISTINCT doc_id) FROM {}{}, jsonb_object_keys(metadata) AS k "
-                "WHERE jsonb_typeof(metadata) = 'object' GROUP BY k ORDER BY 2 DESC, k LIMIT %s").format(
-                table, sample), (limit,)).fetchall()
+            try:
+                rows = store.conn.execute(sql.SQL(
+                    "SELECT k, count(DISTINCT doc_id) FROM {}{}, jsonb_object_keys(metadata) AS k "
+                    "WHERE jsonb_typeof(metadata) = 'object' GROUP BY k ORDER BY 2 DESC, k LIMIT %s").format(
+                    table, sample), (limit,)).fetchall()
+            except psycopg.errors.QueryCanceled as exc:
+                raise self._timed_out("reading the metadata keys", "pass sample_rows") from exc
         return [r[0] for r in rows]
+
+    def _timed_out(self, what: str, advice: str) -> limits_.SearchTimeout:
+        return limits_.SearchTimeout(
+            f"{what} ran past the statement timeout ({self.statement_timeout_s:g} s, "
+            f"database.statement_timeout_s) and was stopped: {advice}")
 
     def search(self, query: str, k: int = 5, mode: str | None = None, filters=None,
                min_similarity: float | None = None) -> list[Hit]:
@@ -223,6 +232,14 @@ class Collection:
 
     def search_many(self, queries: list[str], k: int = 5, mode: str | None = None, filters=None,
                     min_similarity: float | None = None) -> list[list[Hit]]:
+        """search() for each of `queries` (a list of strings), in one round of the model and the database."""
+        if isinstance(queries, str):
+            raise TypeError("search_many takes a list of queries, not one string: use search() for one query")
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral):
+            raise TypeError(f"k must be an int (got {k!r})")
+        if min_similarity is not None and (isinstance(min_similarity, bool)
+                                           or not isinstance(min_similarity, numbers.Real)):
+            raise TypeError(f"min_similarity must be a number (got {min_similarity!r})")
         queries = list(queries)
         if mode is not None and mode not in MODES:
             raise limits_.LimitError(f"unknown search mode {mode!r}: use one of {', '.join(MODES)}")
@@ -246,9 +263,7 @@ class Collection:
                 if active == searcher.coll.chunk_table:
                     raise
             except psycopg.errors.QueryCanceled as exc:
-                raise limits_.SearchTimeout(
-                    f"the search ran past the statement timeout ({self.statement_timeout_s:g} s, "
-                    "database.statement_timeout_s) and was stopped: narrow the query or its filters") from exc
+                raise self._timed_out("the search", "narrow the query or its filters") from exc
             self._follow(active)
         raise UnreachableError(f"collection {self.name!r} kept switching its embedding space during one search; "
                                "try again")
