@@ -225,7 +225,9 @@ def _histories(run_dirs: list, storage, collection: str | None) -> list[_History
             history.dimension = schema.field("embedding").type.list_size
         if len(history.models) > 1:
             raise ConfigError(f"{run_dir}: the runs loaded into {name!r} hold more than one embedding model "
-                              f"({', '.join(sorted(history.models))})")
+                              f"({', '.join(sorted(history.models))}): a reembed moved the collection between "
+                              "them, and it writes no run; load the runs before it, `corpusmill reembed` the "
+                              "collection to the later model, then load the runs after it")
     return list(out.values())
 
 
@@ -256,7 +258,8 @@ def load_from_parquet(cfg: JobConfig, run_dirs: list[Path | str], collection: st
                 store.lock_collection(name, f"corpusmill load {last_run}", cfg.database.lock_wait_seconds)
                 items = history.items()
                 if history.models:
-                    coll = store.ensure_collection(name, next(iter(history.models)), history.dimension)
+                    coll = store.ensure_collection(name, next(iter(history.models)), history.dimension,
+                                                   "the runs loaded hold")
                 else:
                     coll = store.get_collection(name)
                 gone = history.deleted()

@@ -320,3 +320,15 @@ def test_a_version_a_later_attempt_of_the_run_committed_is_not_left_out_of_a_rel
     (history,) = _histories([runs / "R1", runs / "R2"], None, None)
     (n1,) = [doc for doc, path in history.paths.items() if path == "n1.md"]
     assert history.last[n1][0] == 1  # the second run's version
+
+
+def test_a_history_across_a_reembed_is_refused_with_how_to_load_it(tmp_path):
+    from jobs.errors import ConfigError
+    from jobs.load import _histories
+
+    before = _run(tmp_path / "r1", [], ("a", ["a one"]))
+    after = RunOutput(tmp_path / "r2", 4)
+    after.write_part([dict(row, embedding_model="other-model") for row in _rows("b", ["b one"])])
+    with pytest.raises(ConfigError, match=r"load the runs before it, `corpusmill reembed` the collection to the later "
+                                          r"model, then load the runs after it"):
+        _histories([before, tmp_path / "r2"], None, "load_models")

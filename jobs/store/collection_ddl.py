@@ -54,13 +54,16 @@ class CollectionDDL:
         return [Collection(*r) for r in rows]
 
     @reconnecting
-    def ensure_collection(self, name: str, model: str, dimension: int) -> Collection:
+    def ensure_collection(self, name: str, model: str, dimension: int,
+                          whose: str = "this config embeds with") -> Collection:
+        """The collection `name` (made if new) of `model`'s vectors; one of another model is refused, the
+        message naming the model as `whose` (`the runs loaded hold`: a load's)."""
         existing = self.get_collection(name)
         if existing:
             if (existing.embedding_model, existing.dimension) != (model, dimension):
                 raise CollectionMismatch(
                     f"collection {name!r} holds {existing.embedding_model} vectors (dimension {existing.dimension}), "
-                    f"but this config embeds with {model} (dimension {dimension}); use another --collection, "
+                    f"but {whose} {model} (dimension {dimension}); use another --collection, "
                     "or `corpusmill reembed` to build a new embedding space"
                 )
             self._ensure_doc_index(existing.chunk_table)
