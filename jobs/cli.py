@@ -47,6 +47,9 @@ def _add_selectors(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", metavar="DIR|URI",
                    help="where run outputs go: a directory or s3://bucket/runs, … (default $CORPUSMILL_HOME/runs)")
     p.add_argument("--keep-removed", action="store_true", help="keep chunks of files gone from the input")
+    p.add_argument("--allow-delete-all", action="store_true",
+                   help="let this run delete every document of the collection (else a run whose input holds none "
+                   "of them stops)")
     p.add_argument("--manifest", metavar="FILE", help="process exactly the snapshot frozen by `corpusmill freeze`")
 
 
@@ -81,7 +84,7 @@ def _load(args) -> JobConfig:  # noqa: F821
     return apply_overrides(cfg, inputs=args.input, collection=getattr(args, "collection", None),
                            database_url=getattr(args, "database_url", None),
                            output=getattr(args, "output", None), keep_removed=getattr(args, "keep_removed", None),
-                           manifest=getattr(args, "manifest", None),
+                           allow_delete_all=getattr(args, "allow_delete_all", None), manifest=getattr(args, "manifest", None),
                            read_via_driver=getattr(args, "read_via_driver", None))
 
 
@@ -138,9 +141,10 @@ def cmd_ingest(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from jobs.plan import plan_only
+    from jobs.plan import delete_all_refusal, plan_only
 
-    plan = plan_only(_load(args), retry_failed=args.retry_failed)
+    cfg = _load(args)
+    plan = plan_only(cfg, retry_failed=args.retry_failed)
     counts = plan.counts()
     if args.json:
         print(json.dumps({**counts, "read": plan.hashed, "not_as_frozen": plan.not_as_frozen,
@@ -151,6 +155,9 @@ def cmd_plan(args) -> int:
     print(", ".join(f"{v} {k}" for k, v in counts.items())
           + f" · {plan.hashed} file(s) read to hash; the rest unchanged by their listing"
           + (f" · {len(plan.skipped_links)} link(s) not followed" if plan.skipped_links else ""))
+    refusal = delete_all_refusal(plan, cfg)
+    if refusal:
+        print(f"  ingest would stop: {refusal}")
     for path in plan.not_as_frozen:
         print(f"  frozen {path} (changed or missing since the manifest: left out)")
     for s in plan.skipped_links:  # links out of the root, loops, broken links: never read

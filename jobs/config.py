@@ -456,6 +456,10 @@ class JobConfig(_Strict):
                                "(s3://bucket/runs); default $CORPUSMILL_HOME/runs")
     storage: StorageConfig = StorageConfig()
     keep_removed: bool = Field(False, description="keep the chunks of files gone from the input (--keep-removed)")
+    allow_delete_all: bool = Field(
+        False, description="let a run delete every document of its collection (--allow-delete-all); without it, "
+        "a run whose input holds none of them (a wrong --input or --collection, an empty folder) stops and deletes "
+        "nothing")
     report: bool = Field(True, description="write the QA report (HTML, plots) after each run; off: `corpusmill report`")
     markdown: MarkdownConfig = Field(MarkdownConfig(), description="how Markdown is parsed")
     sentences: SentencesConfig = Field(SentencesConfig(), description="the spaCy model that splits sentences")
@@ -553,6 +557,7 @@ def apply_overrides(
     database_url: str | None = None,
     output: str | None = None,
     keep_removed: bool | None = None,
+    allow_delete_all: bool | None = None,
     manifest: str | None = None,
     read_via_driver: bool | None = None,
 ) -> JobConfig:
@@ -573,6 +578,8 @@ def apply_overrides(
         data["input"]["read_via_driver"] = True
     if keep_removed:
         data["keep_removed"] = True
+    if allow_delete_all:
+        data["allow_delete_all"] = True
     if manifest:
         data["input"]["manifest"] = Path(manifest)
         if not inputs:

@@ -54,12 +54,13 @@ from jobs.config import JobConfig
 from jobs.embed.backends import check_backend
 from jobs.embed.models import embedding_dimension
 from jobs.embed.tokens import token_counter
+from jobs.errors import ConfigError
 from jobs.excel.discards import write_discard_report
 from jobs.home import home, runs_dir
 from jobs.in_process import runs_in_process, write_in_process
 from jobs.ingest_outcome import IngestResult, RunStopped, cause_of, database_stopped, stage_summary, stop_message
 from jobs.markdown.sentences import check_sentence_pipeline
-from jobs.plan import make_plan_for
+from jobs.plan import delete_all_refusal, make_plan_for
 from jobs.sources.changes import Plan
 from jobs.sources.discover import SOURCE_TYPES, SourceFile, relocate
 from jobs.sources.manifest import roots_of
@@ -193,6 +194,9 @@ class _Run:
                                          retry_failed=self.retry_failed)
         self.stage_stats["discover_plan"] = {"files": sum(plan.counts().values()) - len(plan.delete),
                                              "read": plan.hashed, "seconds": round(time.monotonic() - t0, 3)}
+        refusal = delete_all_refusal(plan, cfg)
+        if refusal:
+            raise ConfigError(refusal)
         # Before Ray starts and the run is recorded: a deletion can add re-chunks to the plan (_take_released).
         # The run directory lists them first, so that a run that then fails to start (Ray unreachable)
         # still tells a reload of the history of runs (jobs/load.py) that they are gone.

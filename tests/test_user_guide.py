@@ -119,7 +119,7 @@ def test_the_readme_python_example_and_the_api(guide, capsys):
 
     from jobs import Hit, open_collection
 
-    with open_collection("notes") as notes:
+    with open_collection("mine") as notes:
         hits = notes.search("who won the Stanley Cup most often", k=3)
         assert isinstance(hits[0], Hit) and hits[0].source_path == "cups.xlsx" and hits[0].sheet and hits[0].row
         assert hits[0].metadata["sheets"]
@@ -166,7 +166,7 @@ def service(guide):
 
 def test_the_service_answers_what_search_json_prints(guide, service):
     query = "rotate the keys"
-    cli = run(["corpusmill", "search", "--collection", "notes", "--json", "--filter", "tags=ops", query],
+    cli = run(["corpusmill", "search", "--collection", "mine", "--json", "--filter", "tags=ops", query],
               guide["env"], guide["root"])
     assert cli.returncode == 0, cli.stderr
     with urllib.request.urlopen(service + "search?" + urllib.parse.urlencode({"q": query, "filter": "tags=ops"})) as r:
@@ -191,7 +191,7 @@ def test_the_search_page_in_headless_chromium(service, tmp_path_factory):
         try:
             page = browser.new_page(viewport={"width": 1100, "height": 800})
             page.goto(service)
-            page.wait_for_selector("#coll:has-text('notes')")
+            page.wait_for_selector("#coll:has-text('mine')")
             page.fill("#q", "how do I rotate the keys")
             page.click("#go")
             page.wait_for_selector(".hit")

@@ -77,6 +77,12 @@ class Plan:
                 self.handed[kind] = self.handed.get(kind, 0) + len(files)
                 setattr(self, kind, [])
 
+    @property
+    def deletes_all(self) -> bool:
+        """Whether the plan deletes every document the collection holds (none of them is in the listing)."""
+        return bool(self.delete) and not (self.update or self.retry or self.unchanged or self.failed_before
+                                          or self.handed.get("update") or self.handed.get("retry"))
+
     def counts(self) -> dict[str, int]:
         return {
             "add": len(self.add) + self.handed.get("add", 0),
