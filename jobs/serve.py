@@ -24,6 +24,7 @@ import hmac
 import ipaddress
 import logging
 import os
+import socket
 import threading
 import time
 import urllib.parse
@@ -38,7 +39,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from jobs.errors import NotFoundError, UnreachableError, UserError
+from jobs.errors import ConfigError, NotFoundError, UnreachableError, UserError
 from jobs.search.limits import SearchTimeout
 from jobs.search.read_pool import Busy
 from jobs.search.searcher import NotBuiltError
@@ -254,12 +255,30 @@ def warm(coll) -> None:
         coll.warm("vector")
 
 
+def listen(host: str, port: int) -> socket.socket:
+    """The service's listening socket, bound before the model loads: a port in use is one line (exit 2)
+    at once, not a "serving" line and then uvicorn's own exit status."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a restart reuses the port
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (another `corpusmill serve`? "
+                          "pass --port N, or --host)") from exc
+    sock.set_inheritable(True)
+    return sock
+
+
 def serve(coll, host: str = "127.0.0.1", port: int = 8000, *, token: str | None = None,
           cors_origins: tuple[str, ...] | list[str] = (), pool_size: int = 8,
-          statement_timeout_s: float | None = None) -> None:
+          statement_timeout_s: float | None = None, sock: socket.socket | None = None) -> None:
     """Serve `coll` until interrupted: `pool_size` searches at once, each statement bounded by
-    `statement_timeout_s` (default: the config's); the model is loaded before the port opens."""
+    `statement_timeout_s` (default: the config's); the model is loaded before the port opens. `sock`: the
+    socket listen() bound (else it is bound here)."""
     check_exposure(host, token)
+    sock = sock or listen(host, port)
     # One thread per query's encoding: requests already run side by side, a one-query batch gains nothing
     # from torch's intra-op threads, and on a busy machine their spin-waiting makes each encoding wait for
     # cores the database's work needs.
@@ -270,4 +289,6 @@ def serve(coll, host: str = "127.0.0.1", port: int = 8000, *, token: str | None 
     warm(coll)
     log.info("serving collection %s on http://%s:%d/ (%d connections, statement timeout %s s)", coll.name, host,
              port, pool_size, coll.statement_timeout_s or "none")
-    uvicorn.run(create_app(coll, token, cors_origins), host=host, port=port, log_level="warning")
+    server = uvicorn.Server(uvicorn.Config(create_app(coll, token, cors_origins), log_level="warning"))
+    with sock:
+        server.run(sockets=[sock])

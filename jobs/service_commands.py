@@ -44,15 +44,16 @@ def add_parsers(sub, add_db_args: Callable[[argparse.ArgumentParser], None]) -> 
 
 def cmd_serve(args) -> int:
     from jobs.api import Collection, load_settings  # late: FastAPI, uvicorn and the model only for `serve`
-    from jobs.serve import check_exposure, read_token, serve  # late: as above
+    from jobs.serve import check_exposure, listen, read_token, serve  # late: as above
 
     token = read_token(args.token_file)
     check_exposure(args.host, token)  # before the database is opened and the model loaded
-    with Collection(args.collection, settings=load_settings(args.config, args.database_url)) as coll:
+    sock = listen(args.host, args.port)
+    with sock, Collection(args.collection, settings=load_settings(args.config, args.database_url)) as coll:
         print(f"corpusmill: searching collection {coll.name} at http://{args.host}:{args.port}/ "
               f"(JSON: /search?q=...{'; bearer token required' if token else ''}; Ctrl-C stops)", flush=True)
         serve(coll, args.host, args.port, token=token, cors_origins=args.cors_origin or (),
-              pool_size=args.pool_size, statement_timeout_s=args.statement_timeout)
+              pool_size=args.pool_size, statement_timeout_s=args.statement_timeout, sock=sock)
     return 0
 
 

@@ -306,3 +306,17 @@ def test_the_command_refuses_to_listen_beyond_loopback_without_a_token(monkeypat
     (tmp_path / "short").write_text("abc\n", encoding="utf-8")
     assert main(["serve", "--token-file", str(tmp_path / "short")]) == 2
     assert "at least 16" in capsys.readouterr().err
+
+
+def test_a_port_in_use_is_one_line_before_the_model_loads(capsys):
+    import socket
+
+    from jobs.cli import main
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--port", str(port), "--collection", "no_such_collection"]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot listen on 127.0.0.1:{port}" in err and "--port N" in err and len(err.strip().splitlines()) == 1
