@@ -135,11 +135,16 @@ def test_a_run_in_process_stopped_by_sigterm_is_recorded_aborted_and_exits_143(t
         time.sleep(5)  # the handler raises before this ends
 
     monkeypatch.setattr(PgStore, "ensure_indexes", terminated)
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
-    out = cli("ingest", "--config", str(cfg))
+    # As in a `corpusmill` process: no handler yet (a Ray driver started earlier in this test process
+    # left its own).
+    saved = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        out = cli("ingest", "--config", str(cfg))
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, saved)
     assert out.returncode == 143, out.stdout + out.stderr
     assert "stopped (SIGTERM): committed documents are kept" in out.stderr
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     with psycopg.connect(pg_url) as conn:
         runs = conn.execute("SELECT status FROM corpusmill.runs WHERE collection = 'e2e_terminated'").fetchall()
     assert runs == [("aborted",)]
