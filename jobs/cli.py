@@ -210,10 +210,12 @@ def _repeat_ratio(args, cfg) -> float | None:
 
 def cmd_search(args) -> int:
     from jobs.api import Collection
-    from jobs.tools.display import print_hits
+    from jobs.tools.display import print_hits, tell_unknown_filter_keys
 
     if not args.query and not args.queries:
         raise UserError("give a QUERY or --queries FILE")
+    if args.query and args.queries:
+        raise UserError("give a QUERY or --queries FILE, not both")
     if args.queries and not Path(args.queries).is_file():
         raise NotFoundError(f"queries file not found: {args.queries}")
     cfg = _db_config(args)
@@ -222,12 +224,15 @@ def cmd_search(args) -> int:
     queries = [args.query] if args.query else [
         line.strip() for line in text_file(args.queries, "queries file").splitlines() if line.strip()]
     with Collection(args.collection, settings=cfg) as coll:
+        told = False
         for q in queries:
             hits = coll.search(q, args.k, mode=args.mode, filters=args.filter, min_similarity=args.min_similarity)
             if args.json:
                 print(json.dumps({"query": q, "hits": [h.to_dict() for h in hits]}, ensure_ascii=False))
             else:
                 print_hits(q, hits, sys.stdout.isatty())
+            if not hits and args.filter and not told:
+                told = tell_unknown_filter_keys(coll, args.filter)
     return 0
 
 
@@ -443,8 +448,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only chunks whose document's metadata (front matter) has KEY=VALUE; a list-valued key "
                    "matches when it holds VALUE; KEY=V1,V2: any of; path=GLOB: the source path; repeatable (all must hold)")
     p.add_argument("--min-similarity", type=float, metavar="S",
-                   help="drop hits whose cosine similarity to the query is below S (0-1), so a query about "
-                   "nothing in the collection can come back empty")
+                   help="drop hits whose cosine similarity to the query is below S (-1 to 1; unrelated text sits "
+                   "near 0), so a query about nothing in the collection can come back empty")
     p.add_argument("--queries", metavar="FILE", help="one query per line")
     p.add_argument("--mode", choices=MODES, help=MODE_HELP)
     p.add_argument("--repeat-ratio", type=ratio, metavar="R", help=REPEAT_HELP)

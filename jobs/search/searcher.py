@@ -101,12 +101,13 @@ class Searcher:
     def search_many(self, queries: list[str], k: int = 5, exact: bool = False, filters: list[Filter] | None = None,
                     min_similarity: float | None = None, passages: bool = True,
                     store: PgStore | None = None) -> list[list[dict]]:
-        """Each query's hits, best first, each with `rank`, `score` (what orders the list: the fused score,
-        or the cosine in plain vector mode), `cosine` and `bm25` (None where BM25 did not rank it), its
-        locators, metadata and matching passage (jobs/search/hits.py). `filters`: jobs/search/filters.py.
-        `min_similarity`: hits less similar to the query (cosine) are dropped, so a query about nothing in
-        the collection can come back empty. `store`: the connection to search over (a service lends each
-        request one of its pool's), else the one this searcher was made with."""
+        """Each query's hits, best first, each with `rank`, `score` (what orders the list: the fused score; in
+        vector mode the reciprocal rank the fused modes use, or the cosine where repeat_ratio is off),
+        `cosine` and `bm25` (None where BM25 did not rank it), its locators, metadata and matching passage
+        (jobs/search/hits.py). `filters`: jobs/search/filters.py. `min_similarity`: hits less similar to
+        the query (cosine) are dropped, so a query about nothing in the collection can come back empty.
+        `store`: the connection to search over (a service lends each request one of its pool's), else the
+        one this searcher was made with."""
         store = store or self.store
         vectors = self._encode(queries)
         if self.repeat_ratio is None:

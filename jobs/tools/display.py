@@ -1,9 +1,10 @@
-"""How commands show things to a person: search hits (the matching words in bold on a terminal) and
-where the data lives."""
+"""How commands show things to a person: search hits (the matching words in bold on a terminal), the
+filter keys a search named that no document carries, and where the data lives."""
 
 from __future__ import annotations
 
 import os
+import sys
 
 from jobs.home import home, pgdata_dir
 
@@ -42,3 +43,18 @@ def print_hits(query: str, hits, tty: bool) -> None:
         parts = [f"cosine {h.cosine:.3f}" if h.cosine is not None else "", f"bm25 {h.bm25:.2f}" if h.bm25 else ""]
         print(f"{h.rank:2}. {h.score:.3f}  {h.source_path}{where}  [{crumb}]  ({' · '.join(p for p in parts if p)})")
         print(f"      {_marked(h.snippet, h.highlights, tty)}")
+
+
+def tell_unknown_filter_keys(coll, filters: list[str]) -> bool:
+    """After a search that found nothing under --filter: name the filter keys no document of the
+    collection carries (a typo's silent "no hits"), with the keys it has."""
+    from jobs.search.filters import PATH_KEY  # late: only after a filtered search found nothing
+
+    asked = [f.split("=", 1)[0].strip() for f in filters]
+    known = coll.metadata_keys(limit=10_000)
+    unknown = [k for k in dict.fromkeys(asked) if k != PATH_KEY and k not in known]
+    if unknown:
+        print(f"note: no document of collection {coll.name} has metadata key {', '.join(map(repr, unknown))} "
+              f"(keys: {', '.join(known[:20]) or 'none'}{', …' if len(known) > 20 else ''}; path= filters by file)",
+              file=sys.stderr)
+    return True
