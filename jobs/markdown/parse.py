@@ -47,6 +47,7 @@ read one another's state line by line.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import tomllib  # Python 3.11+ (pyproject: requires-python >= 3.11)
 from dataclasses import asdict, dataclass, field
@@ -60,6 +61,8 @@ from jobs.markdown.inline import render_inline
 from jobs.markdown.normalize import LINK_DEFINITION
 from jobs.rows import error_fields
 from jobs.sources.reads import work_bytes
+
+log = logging.getLogger(__name__)
 
 # A fence's opening line after its indentation (the indentation is checked against the container).
 _FENCE_OPEN = re.compile(r"^(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
@@ -505,6 +508,10 @@ def parse_documents(rows: list[dict], *, title_from_front_matter: bool = True, o
                 title_from_front_matter=title_from_front_matter,
                 onenote_headings=onenote_headings,
             )
+            if "front_matter_error" in parsed.metadata:  # the text goes on; the keys a filter would name do not
+                log.warning("%s: front matter not read (%s): the document is chunked without its metadata, so "
+                            "--filter on its keys will not find it", work["source_path"],
+                            parsed.metadata["front_matter_error"].split("\n", 1)[0])
             doc.update(
                 title=parsed.title,
                 metadata_json=json.dumps(parsed.metadata, default=str, ensure_ascii=False),

@@ -99,6 +99,16 @@ def test_broken_front_matter_keeps_the_body():
     assert any("The body survives." in text[b.start:b.end] for s in p.sections for b in s.blocks)
 
 
+def test_broken_front_matter_is_a_warning_naming_the_file(tmp_path, caplog):
+    page = tmp_path / "badfm.md"
+    page.write_text("---\ntitle: Broken: front matter\ntags: [dev, oops\n---\n# Body\n\nThe body survives.\n")
+    with caplog.at_level("WARNING", logger="jobs.markdown.parse"):
+        [row] = parse_documents([{"abs_path": str(page), "source_path": "dev/badfm.md", "doc_id": "b"}])
+    assert row.get("error_stage") is None and "front_matter_error" in json.loads(row["metadata_json"])
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert said.startswith("dev/badfm.md: front matter not read (ScannerError: ") and "--filter" in said
+
+
 def test_front_matter_keys_yaml_reads_as_dates_stay_metadata_and_the_stage_goes_on(tmp_path):
     page = tmp_path / "releases.md"
     page.write_text("---\n2024-01-01: first release\nreleases:\n  2024-06-01: second\n---\n# Notes\n\nBody.\n")
