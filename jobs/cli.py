@@ -112,8 +112,10 @@ def cmd_ingest(args) -> int:
     f, c = m["files"], m["chunks"]
     print(f"\nrun {result.run_id} · collection {result.collection} · fingerprint {result.fingerprint}")
     print(f"files: {files_line(f)}")
-    print(f"this run: {c['total']} chunks ({c['omitted']} omitted) · {c['embedded']} vectors loaded ({c['vectors_computed']} "
-          f"computed, {c['vectors_reused']} reused) · {result.seconds:.1f} s" + (" · HNSW index built" * result.index_built))
+    held = f", {c['shared']} held by another document" if c.get("shared") else ""  # stored once (shared_text)
+    print(f"this run: {c['total']} chunks ({c['omitted']} omitted{held}) · {c['embedded']} vectors loaded "
+          f"({c['vectors_computed']} computed, {c['vectors_reused']} reused) · {result.seconds:.1f} s"
+          + (" · HNSW index built" * result.index_built))
     if result.rehomed:
         print(f"re-chunked {result.rehomed} unchanged document(s) in this run (counted as retried): they held copies "
               "of text an updated document no longer carries, so one of them holds it now")

@@ -312,6 +312,9 @@ def test_incremental_changes_and_config_fingerprint(tmp_path, corpus, pg_url):
     assert c["vectors_reused"] >= len(untouched) and c["vectors_computed"] > 0, c
     assert c["vectors_computed"] + c["vectors_reused"] == c["total"] - c["omitted"]
     assert f"({c['vectors_computed']} computed, {c['vectors_reused']} reused)" in out.stdout
+    # The console line adds up: chunks less omitted less those another document holds are the vectors loaded.
+    assert f"{c['total']} chunks ({c['omitted']} omitted, {c['shared']} held by another document) · " \
+           f"{c['total'] - c['omitted'] - c['shared']} vectors loaded" in out.stdout
     assert metrics["index"]["shared_text"]["whole_copy_paths"] == ["copied/editorial-checklist.md"]
     assert any("copied/editorial-checklist.md" in w for w in metrics["index"]["warnings"])
 
