@@ -358,7 +358,7 @@ def cmd_eval(args) -> int:
 
     from jobs.home import home
     from jobs.search import Searcher
-    from jobs.tools.evaluate import compare_table, evaluate, format_report, load_golden, write_hits
+    from jobs.tools.evaluate import compare_table, evaluate, format_report, golden_paths_note, load_golden, write_hits
 
     questions = load_golden(args.golden)
     cfg, store = _store(args)
@@ -367,6 +367,8 @@ def cmd_eval(args) -> int:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     with store:
         for name in names:
+            if note := golden_paths_note(questions, lambda paths, n=name: store.stored_documents(n, paths), name):
+                print(f"note: {note}", file=sys.stderr)
             searcher = Searcher(store, name, ef_search=cfg.database.ef_search, mode=args.mode or cfg.database.search_mode,
                                 repeat_ratio=_repeat_ratio(args, cfg))
             report = evaluate(questions, lambda qs, k, s=searcher: s.search_many(qs, k, exact=args.exact,

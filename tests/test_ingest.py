@@ -190,6 +190,7 @@ def test_ingest_search_status_and_noop_rerun(tmp_path, default_ingest, pg_url):
     out = cli("eval", "--collection", "e2e_basic", "--golden", str(golden), "--json", "--hits", str(hits_file),
               "--config", str(cfg))
     assert out.returncode == 0, out.stderr
+    assert "note:" not in out.stderr  # every golden path is a document of the collection
     report = json.loads(out.stdout)
     assert report["n"] == 3 and report["recall@10"] == 1.0 and 0 < report["mrr"] <= 1
     assert len(hits_file.read_text().splitlines()) == 3

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -181,6 +181,20 @@ def squad_to_markdown(squad_json_path: str | Path, out_dir: str | Path) -> list[
 
 
 # ---------------------------------------------------------------------------------------------- scoring
+
+def golden_paths_note(questions: Sequence[GoldenQuestion], stored: Callable[[list[str]], Iterable[str]],
+                      collection: str) -> str | None:
+    """What to tell a person whose golden `source_path`s are not documents of the collection (`stored(paths)`:
+    those of `paths` that are): they never match, and the document level scores 0 without a word. None
+    when all are."""
+    wanted = sorted({p for q in questions for p in q.source_paths})
+    absent = [p for p in wanted if p not in set(stored(wanted))] if wanted else []
+    if not absent:
+        return None
+    return (f"{len(absent)} of {len(wanted)} golden source_path(s) are not documents of collection {collection!r} "
+            f"(e.g. {absent[0]!r}): they never match. Paths are relative to the input root, as `corpusmill "
+            "search` shows them")
+
 
 def _normalise(text: str) -> str:
     return " ".join(text.split()).casefold()

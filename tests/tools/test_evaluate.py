@@ -19,6 +19,7 @@ from jobs.tools.evaluate import (
     compare_table,
     evaluate,
     format_report,
+    golden_paths_note,
     load_golden,
     squad_source_path,
     squad_to_markdown,
@@ -359,3 +360,15 @@ def test_real_xquad_loads_and_matches_the_markdown_it_becomes(tmp_path):
     # every answer occurs in its article's Markdown, so passage-level matching is possible at all
     texts = {p.name: " ".join(p.read_text(encoding="utf-8").split()).casefold() for p in paths}
     assert all(any(" ".join(a.split()).casefold() in texts[q.source_paths[0]] for a in q.answers) for q in questions)
+
+
+def test_golden_paths_that_are_not_documents_of_the_collection_are_named():
+    questions = [GoldenQuestion("q1", source_paths=("ops/keys.md",)),
+                 GoldenQuestion("q2", source_paths=("notes/ops/keys.md", "/home/ana/notes/x.md"))]
+    def stored(paths):
+        return [p for p in paths if p == "ops/keys.md"]
+
+    note = golden_paths_note(questions, stored, "mine")
+    assert note.startswith("2 of 3 golden source_path(s) are not documents of collection 'mine' "
+                           "(e.g. '/home/ana/notes/x.md')") and "relative to the input root" in note
+    assert golden_paths_note(questions[:1], stored, "mine") is None
