@@ -143,32 +143,11 @@ def cmd_ingest(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from jobs.plan import delete_all_refusal, plan_only
+    from jobs.plan import plan_json, plan_lines, plan_only
 
     cfg = _load(args)
     plan = plan_only(cfg, retry_failed=args.retry_failed)
-    counts = plan.counts()
-    if args.json:
-        print(json.dumps({**counts, "read": plan.hashed, "not_as_frozen": plan.not_as_frozen,
-                          "skipped_links": plan.skipped_links, "files": {
-            "add": [f.source_path for f in plan.add], "update": [f.source_path for f in plan.update],
-            "retry": [f.source_path for f in plan.retry], "delete": plan.delete}}, indent=2))
-        return 0
-    print(", ".join(f"{v} {k}" for k, v in counts.items())
-          + f" · {plan.hashed} file(s) read to hash; the rest unchanged by their listing"
-          + (f" · {len(plan.skipped_links)} link(s) not followed" if plan.skipped_links else ""))
-    refusal = delete_all_refusal(plan, cfg)
-    if refusal:
-        print(f"  ingest would stop: {refusal}")
-    for path in plan.not_as_frozen:
-        print(f"  frozen {path} (changed or missing since the manifest: left out)")
-    for s in plan.skipped_links:  # links out of the root, loops, broken links: never read
-        print(f"  skip   {s['path']} ({s['reason']} -> {s['target'] or '?'})")
-    for label, files in (("add", plan.add), ("update", plan.update), ("retry", plan.retry)):
-        for f in files:
-            print(f"  {label:6} {f.source_path}")
-    for path in plan.delete:
-        print(f"  delete {path}")
+    print(json.dumps(plan_json(plan, cfg), indent=2) if args.json else "\n".join(plan_lines(plan, cfg)))
     return 0
 
 
@@ -249,7 +228,8 @@ def cmd_report(args) -> int:
     with store:
         run_dir = store.run_output_dir(args.run_id, args.collection)
     if run_dir is None:
-        raise UserError("no such run: see `corpusmill status` for run ids")
+        of = f" of collection {args.collection!r}" if args.collection else ""
+        raise UserError(f"no run{of}{f' {args.run_id}' * bool(args.run_id)}: `corpusmill status` lists them")
     storage = StorageOptions.from_config(_db_config(args).storage)
     local = fetch_run(run_dir, storage, home() / "staging" / Path(run_dir.rstrip("/")).name)
     written = write_report(local)

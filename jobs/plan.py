@@ -98,3 +98,27 @@ def plan_only(cfg: JobConfig, retry_failed: bool = False) -> Plan:
             return make_plan_for(cfg, None, retry_failed=retry_failed)
         cfg = space_for_ingest(store, cfg)  # the model (and so the fingerprint) that ingest would use
         return make_plan_for(cfg, store, retry_failed=retry_failed)
+
+
+def plan_json(plan: Plan, cfg: JobConfig) -> dict:
+    """`corpusmill plan --json`: the counts, the files by action, and why an ingest would stop (or null)."""
+    return {**plan.counts(), "read": plan.hashed, "not_as_frozen": plan.not_as_frozen,
+            "skipped_links": plan.skipped_links, "ingest_would_stop": delete_all_refusal(plan, cfg),
+            "files": {"add": [f.source_path for f in plan.add], "update": [f.source_path for f in plan.update],
+                      "retry": [f.source_path for f in plan.retry], "delete": plan.delete}}
+
+
+def plan_lines(plan: Plan, cfg: JobConfig) -> list[str]:
+    """`corpusmill plan`: the counts, then a line per file acted on or passed over."""
+    out = [", ".join(f"{v} {k}" for k, v in plan.counts().items())
+           + f" · {plan.hashed} file(s) read to hash; the rest unchanged by their listing"
+           + (f" · {len(plan.skipped_links)} link(s) not followed" if plan.skipped_links else "")]
+    if refusal := delete_all_refusal(plan, cfg):
+        out.append(f"  ingest would stop: {refusal}")
+    out += [f"  frozen {path} (changed or missing since the manifest: left out)" for path in plan.not_as_frozen]
+    # links out of the root, loops, broken links: never read
+    out += [f"  skip   {s['path']} ({s['reason']} -> {s['target'] or '?'})" for s in plan.skipped_links]
+    out += [f"  {label:6} {f.source_path}" for label, files in (("add", plan.add), ("update", plan.update),
+                                                                ("retry", plan.retry)) for f in files]
+    out += [f"  delete {path}" for path in plan.delete]
+    return out

@@ -3,6 +3,7 @@ the whole list gives, unchanged files counted and not kept, deletions found in t
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -207,6 +208,8 @@ def test_a_run_whose_input_holds_none_of_the_collection_stops_before_deleting_it
                                 "AND status = 'done'").fetchone()[0] == 2
     out = cli("plan", "--config", cfg, "--input", str(empty))
     assert out.returncode == 0 and "ingest would stop: this run would delete all 2 documents" in out.stdout
+    out = cli("plan", "--config", cfg, "--input", str(empty), "--json")
+    assert json.loads(out.stdout)["ingest_would_stop"].startswith("this run would delete all 2 documents")
     out = cli("ingest", "--config", cfg, "--input", str(empty), "--allow-delete-all")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "2 deleted" in out.stdout

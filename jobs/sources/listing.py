@@ -118,7 +118,8 @@ listing. A directory that cannot be opened is `unreadable`. Links that
     file the check approved, not whatever the link is changed to point at later (and a changed
     target fails the sha256 check in work_bytes)."""
     if not root.is_dir():
-        raise NotFoundError(f"input root is not a directory: {root}")
+        raise NotFoundError(f"input root is not a directory: {root} (the config's input.roots, or --input; a "
+                            "relative path is taken from the current directory)")
     real_root = os.path.realpath(root)
     skip = on_skip or (lambda _s: None)
     top = os.stat(root)
