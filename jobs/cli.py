@@ -13,6 +13,7 @@ import gc
 import json
 import logging
 import os
+import signal
 import sys
 import traceback
 from datetime import UTC
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from jobs import service_commands
 from jobs.cli_args import positive_int, ratio, text_file
-from jobs.errors import FileRefused, NotFoundError, UserError
+from jobs.errors import FileRefused, NotFoundError, Terminated, UserError
 from jobs.exit_status import internal_error, interrupted, terminate_as_interrupt, user_error_message
 
 DEFAULT_CONFIG = "configs/local.yaml"
@@ -48,8 +49,8 @@ def _add_selectors(p: argparse.ArgumentParser) -> None:
                    help="where run outputs go: a directory or s3://bucket/runs, … (default $CORPUSMILL_HOME/runs)")
     p.add_argument("--keep-removed", action="store_true", help="keep chunks of files gone from the input")
     p.add_argument("--allow-delete-all", action="store_true",
-                   help="let this run delete every document of the collection (else a run whose input holds none "
-                   "of them stops)")
+                   help="let this run delete every document of the collection (else a run whose input holds no "
+                   "file stops)")
     p.add_argument("--manifest", metavar="FILE", help="process exactly the snapshot frozen by `corpusmill freeze`")
 
 
@@ -541,11 +542,15 @@ def main(argv: list[str] | None = None) -> int:
     for sdk in ("botocore", "aiobotocore", "s3fs", "fsspec", "urllib3", "gcsfs", "adlfs", "azure"):
         logging.getLogger(sdk).setLevel(logging.WARNING)  # request dumps (headers, signatures) even with -v
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    restore = terminate_as_interrupt()
+    restore = terminate_as_interrupt(args.command)
     try:
         return args.func(args)
     except KeyboardInterrupt as exc:
         return interrupted(args.command, exc)
+    except SystemExit as exc:  # Ray's SIGTERM handler (jobs.exit_status.terminate_as_interrupt)
+        if exc.code == signal.SIGTERM and args.command != "serve":
+            return interrupted(args.command, Terminated())
+        raise
     except BrokenPipeError as exc:
         if not _stdout_closed():
             return internal_error(args.command, args.verbose, argv, exc)

@@ -458,8 +458,7 @@ class JobConfig(_Strict):
     keep_removed: bool = Field(False, description="keep the chunks of files gone from the input (--keep-removed)")
     allow_delete_all: bool = Field(
         False, description="let a run delete every document of its collection (--allow-delete-all); without it, "
-        "a run whose input holds none of them (a wrong --input or --collection, an empty folder) stops and deletes "
-        "nothing")
+        "a run whose input holds no file (a wrong --input, an empty folder) stops and deletes nothing")
     report: bool = Field(True, description="write the QA report (HTML, plots) after each run; off: `corpusmill report`")
     markdown: MarkdownConfig = Field(MarkdownConfig(), description="how Markdown is parsed")
     sentences: SentencesConfig = Field(SentencesConfig(), description="the spaCy model that splits sentences")

@@ -114,12 +114,14 @@ def interrupted(command: str, exc: KeyboardInterrupt) -> int:
     return 130
 
 
-def terminate_as_interrupt() -> Callable[[], object]:
+def terminate_as_interrupt(command: str) -> Callable[[], object]:
     """SIGTERM raises Terminated in the main thread for a command's length, where nothing else handles
     it (the default would end the process at once: a run in this process left `running` for good, its
-    work items kept). Ray's driver installs a handler of its own, which ends the command the same way
-    (SystemExit). Returns what puts the earlier handler back."""
-    if threading.current_thread() is not threading.main_thread() or \
+    work items kept). Ray's driver installs a handler of its own, `sys.exit(15)`: jobs.cli.main takes
+    that SystemExit as the same stop. Not for `serve`: uvicorn shuts down on SIGTERM itself, then sends
+    it again to the handler it found, and a service manager counts death by that signal as a clean stop
+    where it would count exit 143 a failure. Returns what puts the earlier handler back."""
+    if command == "serve" or threading.current_thread() is not threading.main_thread() or \
             signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return lambda: None
 

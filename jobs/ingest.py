@@ -417,7 +417,10 @@ class _Run:
         if not earlier and not now:
             return None
         again = {f["source_path"] for f in now}
-        left = [f for f in earlier if f["source_path"] not in again]
+        # A refusal at commit stays whatever this attempt did with the file: the refused rows are in an
+        # earlier attempt's parts, and only a commit by this run makes them stale.
+        refused_again = {f["source_path"] for f in now if f["stage"] == "load"}
+        left = [f for f in earlier if f["source_path"] not in (refused_again if f["stage"] == "load" else again)]
         committed = self.store.committed_in_run(self.cfg.collection, sorted({f["source_path"] for f in left}),
                                                 self.run_id) if left else set()
         return [f for f in left if f["source_path"] not in committed] + list(now)

@@ -75,15 +75,14 @@ def _frozen_plan(cfg: JobConfig, store: PgStore | None, storage: StorageOptions,
 
 def delete_all_refusal(plan: Plan, cfg: JobConfig) -> str | None:
     """Why an ingest of `plan` must stop before it deletes anything, or None: it would delete every
-    document of the collection (none is under the input: a wrong --input or --collection, an empty
-    folder, a mount that is not there) and the config does not allow that (`allow_delete_all`)."""
+    document of the collection and found no file in their place (a wrong --input or --collection, an
+    empty folder, a mount that is not there), and the config does not allow that (`allow_delete_all`)."""
     if not plan.deletes_all or cfg.allow_delete_all:
         return None
     where = ", ".join(str(r) for r in cfg.input.roots) or "the manifest's roots"
-    added = plan.counts()["add"]
-    return (f"this run would delete all {len(plan.delete)} documents of collection {cfg.collection!r}: none of them "
-            f"is under {where} ({added} file(s) there match input.include). Check --input and --collection; "
-            "to empty the collection on purpose, pass --allow-delete-all (or --keep-removed to keep them)")
+    return (f"this run would delete all {len(plan.delete)} documents of collection {cfg.collection!r}: no file "
+            f"under {where} matches input.include. Check --input and --collection; to empty the collection on "
+            "purpose, pass --allow-delete-all (or --keep-removed to keep them)")
 
 
 def plan_only(cfg: JobConfig, retry_failed: bool = False) -> Plan:

@@ -134,21 +134,22 @@ def _moves(store: PgStore, cfg: JobConfig, active: Collection, space: Collection
     another config than the reembed's (`configs/local.yaml`, then a reembed on a GPU with
     `configs/gpu.yaml`) keeps its chunks, so each fingerprint moves to the new model's under the config
     of the run that made it, where that config still makes it (the same pipeline version, the same
-    templates). Documents under a fingerprint no run explains are said: the next ingest re-chunks them."""
-    ours = _fingerprint_with(cfg, active.embedding_model)
-    moves, unexplained = {}, 0
-    for fp, config in store.fingerprint_configs(active.name).items():
-        if fp == ours:
-            continue
+    templates). Each run's config is taken with the collection's active model, not the run's own: after
+    two reembeds in a row the documents' fingerprints are ones no run recorded. Documents under a
+    fingerprint no run's config explains are said: the next ingest re-chunks them."""
+    held = store.document_fingerprints(active.name) - {_fingerprint_with(cfg, active.embedding_model)}
+    moves: dict[str, str] = {}
+    for config in store.run_configs(active.name):
+        if not held - moves.keys():
+            break
         try:
-            data = dict(config or {}, database={**(config or {}).get("database", {}), "url": None})
-            theirs = JobConfig.model_validate(data)
-            if _fingerprint_with(theirs, active.embedding_model) == fp:
-                moves[fp] = _fingerprint_with(theirs, space.embedding_model)
-                continue
-        except (ValueError, TypeError):  # a config of an older release that no longer validates
-            pass
-        unexplained += 1
+            theirs = JobConfig.model_validate(dict(config, database={**config.get("database", {}), "url": None}))
+            fp = _fingerprint_with(theirs, active.embedding_model)
+        except (ValueError, TypeError, AttributeError):  # a config of an older release that no longer validates
+            continue
+        if fp in held and fp not in moves:
+            moves[fp] = _fingerprint_with(theirs, space.embedding_model)
+    unexplained = len(held - moves.keys())
     if unexplained:
         log.warning("collection %r holds documents chunked under %d configuration(s) that neither this config nor "
                     "its runs' recorded configs make now (another pipeline version or changed templates): the next "

@@ -263,6 +263,7 @@ def listen(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a restart reuses the port
     try:
         sock.bind((host, port))
+        sock.listen(2048)  # as uvicorn's backlog; until then a second bind of the port would succeed too
     except OSError as exc:
         sock.close()
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (another `corpusmill serve`? "

@@ -148,3 +148,26 @@ def test_a_run_in_process_stopped_by_sigterm_is_recorded_aborted_and_exits_143(t
     with psycopg.connect(pg_url) as conn:
         runs = conn.execute("SELECT status FROM corpusmill.runs WHERE collection = 'e2e_terminated'").fetchall()
     assert runs == [("aborted",)]
+
+
+def test_sigterm_through_rays_handler_is_the_same_stop_and_serve_keeps_the_default(monkeypatch, capsys):
+    """Ray's driver turns SIGTERM into sys.exit(15): a command that ran on Ray says it was stopped and
+    exits 143 as one in process does. `serve` installs nothing: uvicorn's own shutdown ends it."""
+    import signal
+
+    from jobs import cli
+
+    def on_ray(args):
+        raise SystemExit(signal.SIGTERM)
+
+    monkeypatch.setattr(cli, "cmd_load", on_ray)
+    assert cli.main(["load", "--from-parquet", "x"]) == 143
+    assert "stopped (SIGTERM): committed documents are kept" in capsys.readouterr().err
+    from jobs.exit_status import terminate_as_interrupt
+
+    saved = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        terminate_as_interrupt("serve")()
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, saved)

@@ -332,3 +332,27 @@ def test_a_history_across_a_reembed_is_refused_with_how_to_load_it(tmp_path):
     with pytest.raises(ConfigError, match=r"load the runs before it, `corpusmill reembed` the collection to the later "
                                           r"model, then load the runs after it"):
         _histories([before, tmp_path / "r2"], None, "load_models")
+
+
+def test_a_refusal_at_commit_stays_listed_when_a_later_attempt_fails_the_file_at_another_stage(tmp_path):
+    """errors.parquet after a resumed attempt (jobs/ingest.py _run_failures): an earlier attempt's refusal
+    at commit stays unless this run has committed the file since, whatever else this attempt did with it."""
+    from types import SimpleNamespace
+
+    from jobs.ingest import _Run
+    from jobs.store.parquet import read_errors
+
+    out = RunOutput(tmp_path / "R", 4)
+    out.write_errors([{"source_path": "n1.md", "stage": "load", "error_class": "CheckViolation", "message": "m"},
+                      {"source_path": "n2.md", "stage": "parse_markdown", "error_class": "X", "message": "m"},
+                      {"source_path": "n3.md", "stage": "load", "error_class": "CheckViolation", "message": "m"}])
+    committed = {"n3.md"}
+    run = SimpleNamespace(output=out, storage=None, run_id="R", cfg=SimpleNamespace(collection="c"),
+                          store=SimpleNamespace(committed_in_run=lambda c, paths, r: committed & set(paths)))
+    now = [{"source_path": "n1.md", "stage": "parse_markdown", "error_class": "Y", "message": "edited, broken"},
+           {"source_path": "n2.md", "stage": "parse_markdown", "error_class": "X", "message": "again"}]
+    listed = _Run._run_failures(run, now)
+    assert [(f["source_path"], f["stage"], f["message"]) for f in listed] == [
+        ("n1.md", "load", "m"),  # its refused rows are still in the first attempt's part
+        ("n1.md", "parse_markdown", "edited, broken"), ("n2.md", "parse_markdown", "again")]
+    assert read_errors(tmp_path / "R") and "n3.md" not in {f["source_path"] for f in listed}  # committed since

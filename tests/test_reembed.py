@@ -183,3 +183,11 @@ def test_a_switch_moves_the_fingerprints_of_documents_chunked_under_another_conf
     assert moved == {"a.md": _fingerprint_with(ingested, RENAMED), "b.md": _fingerprint_with(ingested, RENAMED),
                      "c.md": "f0f0f0f0f0f0f0f0"}
     assert "1 configuration(s) that neither this config nor its runs' recorded configs make now" in caplog.text
+
+    # A second reembed straight after (no run in between: the documents' fingerprint is one no run
+    # recorded) still finds the config that chunked them.
+    active = store.get_collection("re_moves")
+    third = store.begin_space(active, "m-third", 4)
+    switch_to(store, reembedded, active, third)
+    assert store.conn.execute("SELECT pipeline_fingerprint FROM corpusmill.documents WHERE collection = 're_moves' "
+                              "AND source_path = 'a.md'").fetchone()[0] == _fingerprint_with(ingested, "m-third")

@@ -79,9 +79,11 @@ class Plan:
 
     @property
     def deletes_all(self) -> bool:
-        """Whether the plan deletes every document the collection holds (none of them is in the listing)."""
-        return bool(self.delete) and not (self.update or self.retry or self.unchanged or self.failed_before
-                                          or self.handed.get("update") or self.handed.get("retry"))
+        """Whether the plan deletes every document the collection holds and finds nothing in their place
+        (an empty or wrong input). Every document replaced by files at other paths (a tree renamed or
+        moved into a folder) is not this."""
+        return bool(self.delete) and not any(self.counts()[k] for k in ("add", "update", "retry", "skip",
+                                                                          "failed_before"))
 
     def counts(self) -> dict[str, int]:
         return {

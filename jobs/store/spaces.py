@@ -180,14 +180,18 @@ class EmbeddingSpaces:
             self._refresh_view()
 
     @reconnecting
-    def fingerprint_configs(self, collection: str) -> dict[str, dict | None]:
-        """Each pipeline fingerprint the collection's documents are checkpointed under, with the config of
-        the newest run of the collection made under it (None: no run recorded it)."""
-        return dict(self.conn.execute(sql.SQL(
-            "SELECT f.fp, (SELECT r.config FROM {runs} r WHERE r.collection = %s AND r.pipeline_fingerprint = f.fp "
-            "ORDER BY r.started_at DESC LIMIT 1) FROM (SELECT DISTINCT pipeline_fingerprint AS fp FROM {docs} "
-            "WHERE collection = %s AND pipeline_fingerprint IS NOT NULL) f").format(
-            runs=self._t("runs"), docs=self._t("documents")), (collection, collection)).fetchall())
+    def document_fingerprints(self, collection: str) -> set[str]:
+        """The pipeline fingerprints the collection's documents are checkpointed under."""
+        return {r[0] for r in self.conn.execute(sql.SQL(
+            "SELECT DISTINCT pipeline_fingerprint FROM {} WHERE collection = %s AND pipeline_fingerprint IS NOT NULL"
+        ).format(self._t("documents")), (collection,))}
+
+    @reconnecting
+    def run_configs(self, collection: str, limit: int = 200) -> list[dict]:
+        """The distinct configs the collection's runs were made with, newest first (at most `limit`)."""
+        return [r[0] for r in self.conn.execute(sql.SQL(
+            "SELECT config FROM {} WHERE collection = %s AND config IS NOT NULL GROUP BY config "
+            "ORDER BY max(started_at) DESC LIMIT %s").format(self._t("runs")), (collection, limit))]
 
     @reconnecting
     def tables_embedded_with(self, model: str, dimension: int, limit: int = 8) -> list[str]:

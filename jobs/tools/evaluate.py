@@ -188,7 +188,8 @@ def golden_paths_note(questions: Sequence[GoldenQuestion], stored: Callable[[lis
     those of `paths` that are): they never match, and the document level scores 0 without a word. None
     when all are."""
     wanted = sorted({p for q in questions for p in q.source_paths})
-    absent = [p for p in wanted if p not in set(stored(wanted))] if wanted else []
+    have = set(stored(wanted)) if wanted else set()  # one query for all of them
+    absent = [p for p in wanted if p not in have]
     if not absent:
         return None
     return (f"{len(absent)} of {len(wanted)} golden source_path(s) are not documents of collection {collection!r} "

@@ -24,7 +24,7 @@ def test_a_filter_key_no_document_has_is_named_with_the_keys_there_are(built, ca
     assert main(["search", "--collection", NAME, "--database-url", built, "--filter", "tgas=ops", "pods"]) == 0
     out = capsys.readouterr()
     assert "no hits" in out.out
-    assert f"note: no document of collection {NAME} has metadata key 'tgas' (keys: tags;" in out.err
+    assert f"note: metadata key 'tgas' is not among those of collection {NAME}'s documents (keys: tags;" in out.err
     # A known key that matches nothing, or a path filter, is no typo: nothing is said.
     assert main(["search", "--collection", NAME, "--database-url", built, "--filter", "tags=nothing",
                  "--filter", "path=none/**", "pods"]) == 0
