@@ -532,8 +532,8 @@ def test_a_run_whose_driver_session_is_cut_while_another_takes_over_stops_and_co
         done_before = wait_for_done(pg_url, "e2e_fence", 3, proc)
         # The second run is started first and waits for the lock: the cut then hands it the collection at
         # once. While it starts (a process, imports: slow on a busy machine) the first is held at 5 s a
-        # statement so it still has most of its work; back at 0.25 s for the cut, so that its writers'
-        # commits (each holding the owner row FOR SHARE) leave the second's take of it gaps to go through.
+        # statement so it still has most of its work; back at 0.25 s for the cut, so that the commits in
+        # flight, which the takeover waits for (jobs/store/locks.py), end soon.
         pace_inserts(pg_url, paced, seconds=5.0)
         waiting = write_config(tmp_path / "w.yaml", "e2e_fence", [big], database__lock_wait_seconds=300,
                                **PROGRESSIVE)
