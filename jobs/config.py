@@ -76,9 +76,9 @@ class InputConfig(_Strict):
                              "gs://…, abfs://…; file:///path for a filesystem mounted on every Ray node")
     manifest: Path | None = Field(None, description="a `corpusmill freeze` manifest: process exactly that snapshot")
     include: list[str] = Field(
-        ["**/*.md", "**/*.markdown", "**/*.xlsx", "**/*.xlsm", "**/*.csv", "**/*.xls"],
-        description="files to read: globs matched in any case (`**/*.md` takes `NOTES.MD`); a legacy `.xls` "
-        "workbook fails with how to convert it (exclude `**/*.xls` to leave such files out)")
+        ["**/*.md", "**/*.markdown", "**/*.xlsx", "**/*.xlsm", "**/*.csv", "**/*.xls", "**/*.xlsb"],
+        description="files to read: globs matched in any case (`**/*.md` takes `NOTES.MD`); a legacy `.xls` or "
+        "binary `.xlsb` workbook fails with how to convert it (exclude `**/*.xls` to leave such files out)")
     exclude: list[str] = Field(["**/.*", "**/.*/**", "**/~$*"],
                                description="files left out, even when included (matched in any case too)")
     read_via_driver: bool = Field(

@@ -35,11 +35,11 @@ from jobs.sources.uris import is_remote, local_path
 
 log = logging.getLogger(__name__)
 
-# .csv rows go through the Excel path; .xls (in the default include globs) is taken only to be refused with
-# a conversion hint (jobs/excel/guards.py): a run says which workbooks it could not read instead of passing
+# .csv rows go through the Excel path; .xls and .xlsb (in the default include globs) are taken only to be
+# refused with a conversion hint (jobs/excel/guards.py): a run says which workbooks it could not read instead of passing
 # them over in silence.
 SOURCE_TYPES = {".md": "markdown", ".markdown": "markdown", ".xlsx": "excel", ".xlsm": "excel", ".csv": "excel",
-                ".xls": "excel"}
+                ".xls": "excel", ".xlsb": "excel"}
 HASH_BATCH = 256  # listed files in a page: looked up in the store, then hashed together
 HASH_THREADS = 16  # concurrent object-store reads while hashing (I/O bound)
 LOGGED_SKIPS = 50  # warnings for entries passed over, one each up to this many, then a count

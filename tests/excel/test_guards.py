@@ -168,11 +168,14 @@ def test_an_xls_file_the_default_globs_find_fails_alone_with_the_conversion_hint
     (tmp_path / "Reports").mkdir()
     (tmp_path / "Reports" / "Q1.XLS").write_bytes((UNSTRUCTURED / "tests-example.xls").read_bytes())
     (tmp_path / "cups.xlsx").write_bytes(BOOK.read_bytes())
+    (tmp_path / "Reports" / "big.xlsb").write_bytes(b"PK\x03\x04binary workbook")
     found = discover([tmp_path], InputConfig().include, InputConfig().exclude)
-    assert [(f.source_path, f.source_type) for f in found] == [("cups.xlsx", "excel"), ("Reports/Q1.XLS", "excel")]
+    assert [(f.source_path, f.source_type) for f in found] == [
+        ("cups.xlsx", "excel"), ("Reports/Q1.XLS", "excel"), ("Reports/big.xlsb", "excel")]
     rows = excel_to_chunks([work(Path(f.abs_path), f.source_path) for f in found], excel=plain,
                            quality=QualityConfig(), embedding_model=MODEL)
-    (err,) = [r for r in rows if r.get("error_stage")]
-    assert err["source_path"] == "Reports/Q1.XLS" and err["error_class"] == "FileRefused"
-    assert "legacy .xls" in err["error_message"] and "libreoffice --headless --convert-to xlsx" in err["error_message"]
+    xls, xlsb = [r for r in rows if r.get("error_stage")]
+    assert xls["source_path"] == "Reports/Q1.XLS" and xls["error_class"] == "FileRefused"
+    assert "legacy .xls" in xls["error_message"] and "libreoffice --headless --convert-to xlsx" in xls["error_message"]
+    assert xlsb["source_path"] == "Reports/big.xlsb" and "binary .xlsb workbook" in xlsb["error_message"]
     assert any(r["source_path"] == "cups.xlsx" and r["row_kind"] == "chunk" for r in rows)
