@@ -468,7 +468,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "the embedding actor pool and parallel writers, as an ingest)")
     p.add_argument("--collection", help="default: the config's collection")
     p.add_argument("--model", required=True, help="name, hub id or path; MODEL#onnx-int8 names a backend (else the config's)")
-    p.add_argument("--drop-old", action="store_true", help="drop the previous space once switched")
+    p.add_argument("--drop-old", action="store_true", help="drop the previous space (and any a killed reembed left half built) "
+                   "once switched")
     p.add_argument("--docs-per-batch", type=positive_int, default=32, metavar="N",
                    help="documents per read task (default 32); each is committed whole, so a kill loses at most "
                         "the documents in flight")

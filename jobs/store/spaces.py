@@ -228,16 +228,19 @@ class EmbeddingSpaces:
 
     @reconnecting
     def drop_retired(self, collection: str) -> list[str]:
+        """Drop the collection's spaces other than the active one (`reembed --drop-old`, under the
+        collection's lock): the retired ones, and any a killed reembed left `building`, which no command
+        would drop otherwise. Returns their tables."""
         tables = [r[0] for r in self.conn.execute(sql.SQL(
-            "SELECT chunk_table FROM {} WHERE collection = %s AND status = 'retired'").format(
+            "SELECT chunk_table FROM {} WHERE collection = %s AND status IN ('retired', 'building')").format(
             self._t("embedding_spaces")), (collection,))]
         with self.conn.transaction():
             for t in tables:
                 self.conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._t(t)))
                 self._drop_reuse(t)
                 doc_vectors.drop(self.conn, self.schema, t)
-            self.conn.execute(sql.SQL("DELETE FROM {} WHERE collection = %s AND status = 'retired'").format(
-                self._t("embedding_spaces")), (collection,))
+            self.conn.execute(sql.SQL("DELETE FROM {} WHERE collection = %s AND status IN ('retired', 'building')")
+                              .format(self._t("embedding_spaces")), (collection,))
         return tables
 
     def _missing(self, active: Collection, space: Collection, reuse: bool = False) -> sql.Composed:

@@ -125,3 +125,15 @@ def test_a_resumed_reembed_drops_what_an_ingest_changed_or_deleted_since_its_fir
     resumed = store.begin_space(active, "other-model", DIM)
     assert resumed == space and store.space_size(space) == (1, 2)  # d0 only
     assert store.docs_missing_from(active, space) == ["d1", "d3"]
+
+
+def test_drop_old_also_drops_a_space_a_killed_reembed_left_building(store, pg_url):
+    docs = [_rows(f"d{i}", 1, "sp_drop") for i in range(2)]
+    active = _active(store, pg_url, "sp_drop", docs)
+    abandoned = store.begin_space(active, "abandoned-model", DIM)  # a reembed killed, never run again
+    new = store.begin_space(active, "other-model", DIM)
+    store.load_space_documents(new, ["d0", "d1"], _table([r for d in docs for r in d]))
+    store.switch_space(active, new, None, None)
+    assert sorted(store.drop_retired("sp_drop")) == sorted([active.chunk_table, abandoned.chunk_table])
+    left = store.conn.execute("SELECT chunk_table, status FROM corpusmill.embedding_spaces WHERE collection = 'sp_drop'")
+    assert left.fetchall() == [(new.chunk_table, "active")]
