@@ -36,24 +36,30 @@ def _duration(seconds: float) -> str:
 class Rates:
     """Vectors per second and the time left, from samples of (documents settled, vectors) over time.
     Both are measured from the first sample that saw a commit: the time before it (starting Ray, loading
-    models) says nothing about how fast documents go in, and would make the first estimates too long."""
+    models) says nothing about how fast documents go in, and would make the first estimates too long.
+    Where a sample also gives the work as (bytes of the documents settled, bytes of all of them), the time
+    left is the bytes left at the rate bytes settle: a corpus of notes and a few large workbooks would
+    otherwise show an ETA of seconds that grows for minutes while the workbooks are the last ones left."""
 
     def __init__(self, total: int):
         self.total = total
-        self._first: tuple[float, int, int] | None = None  # (time, documents, vectors) at the first commit seen
+        self._first: tuple[float, int, int, int] | None = None  # (time, documents, vectors, bytes) at the first commit
 
-    def update(self, now: float, settled: int, vectors: int) -> tuple[float | None, float | None]:
+    def update(self, now: float, settled: int, vectors: int,
+               work: tuple[int, int] | None = None) -> tuple[float | None, float | None]:
         """(vectors/s, seconds left); None while unknown."""
         if self._first is None:
             if settled:
-                self._first = (now, settled, vectors)
+                self._first = (now, settled, vectors, work[0] if work else 0)
             return None, None
-        t0, d0, v0 = self._first
+        t0, d0, v0, b0 = self._first
         elapsed = now - t0
         if elapsed <= 0 or settled <= d0:
             return None, None
-        per_doc = elapsed / (settled - d0)
-        return (vectors - v0) / elapsed, max(0.0, (self.total - settled) * per_doc)
+        rate = (vectors - v0) / elapsed
+        if work is not None and work[0] > b0:
+            return rate, max(0.0, (work[1] - work[0]) * elapsed / (work[0] - b0))
+        return rate, max(0.0, (self.total - settled) * elapsed / (settled - d0))
 
 
 def progress_text(done: int, failed: int, total: int, vectors: int, rate: float | None, left: float | None) -> str:
@@ -155,8 +161,9 @@ class ProgressLine:
             self.shown = True
 
     # ---- both ---------------------------------------------------------------------------------------
-    def update(self, done: int, failed: int, vectors: int) -> None:
-        rate, left = self._rates.update(self.clock(), done + failed, vectors)
+    def update(self, done: int, failed: int, vectors: int, work: tuple[int, int] | None = None) -> None:
+        """A sample: documents committed and failed, vectors, and optionally the work (Rates)."""
+        rate, left = self._rates.update(self.clock(), done + failed, vectors, work)
         text = progress_text(done, failed, self.total, vectors, rate, left)
         if self.live:
             with self.lock:
@@ -169,9 +176,9 @@ class ProgressLine:
             self._last, self._quiet = (done, failed, vectors), 0
             log.info("%s", text)
 
-    def finish(self, done: int, failed: int, vectors: int) -> None:
+    def finish(self, done: int, failed: int, vectors: int, work: tuple[int, int] | None = None) -> None:
         """Where the run's writes ended, as one log line in either mode (on a terminal, in place of the line)."""
-        rate, left = self._rates.update(self.clock(), done + failed, vectors)
+        rate, left = self._rates.update(self.clock(), done + failed, vectors, work)
         with self.lock:
             self.text = ""  # nothing to draw again below the last line
             if self.shown:

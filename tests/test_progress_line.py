@@ -81,3 +81,12 @@ def test_a_terminal_line_routes_stderr_through_it_and_gives_it_back(monkeypatch)
         print("printed by someone else", file=sys.stderr)
     assert sys.stderr is term
     assert CLEAR + "printed by someone else\n" + CLEAR + "committed 1/10" in term.getvalue()
+
+
+def test_the_time_left_is_counted_in_bytes_where_the_sizes_are_known():
+    """Ten notes of 1 kB and one workbook of 90 kB: with nine more notes settled in 9 s, the documents say
+    one is left at 1 s; the bytes say the 90 kB left take 90 s."""
+    by_documents, by_bytes = Rates(total=11), Rates(total=11)
+    assert by_documents.update(0.0, 1, 10) == by_bytes.update(0.0, 1, 10, work=(1_000, 100_000)) == (None, None)
+    assert by_documents.update(9.0, 10, 100) == (10.0, 1.0)
+    assert by_bytes.update(9.0, 10, 100, work=(10_000, 100_000)) == (10.0, 90.0)

@@ -27,6 +27,7 @@ class Progress:
         self.line = ProgressLine(total, every, live)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="write-progress", daemon=True)
+        self._base_bytes = 0
 
     def __enter__(self) -> Progress:
         # What the run held before these writes (a resumed run id's earlier attempt): not counted again.
@@ -34,6 +35,7 @@ class Progress:
         try:
             with psycopg.connect(self.url, autocommit=True) as conn:
                 self._base = self._counts(conn)
+                self._base_bytes = self._bytes(conn)[0]
         except Exception:  # progress is a courtesy: never fail a run over it
             log.debug("no write progress baseline", exc_info=True)
         self.line.__enter__()
@@ -54,8 +56,8 @@ class Progress:
         try:
             with psycopg.connect(self.url, autocommit=True, application_name=f"corpusmill progress {self.run_id}"[:63]) as conn:
                 while not self._stop.wait(self.line.tick):
-                    self.line.update(*self.sample(conn))
-                self.line.finish(*self.sample(conn))
+                    self.line.update(*self.sample(conn), work=self.work(conn))
+                self.line.finish(*self.sample(conn), work=self.work(conn))
         except Exception:  # progress is a courtesy: never fail a run over it
             log.debug("no write progress", exc_info=True)
 
@@ -63,6 +65,19 @@ class Progress:
         """(documents committed, documents failed, vectors) of the run so far."""
         now = self._counts(conn)
         return tuple(max(0, a - b) for a, b in zip(now, self._base))
+
+    def work(self, conn: psycopg.Connection) -> tuple[int, int] | None:
+        """(bytes of the run's documents settled, bytes of all its documents) since this attempt began, from
+        the sizes their listing gave (jobs/progress_line.py Rates: what the time left is measured in)."""
+        settled, total = self._bytes(conn)
+        base = self._base_bytes  # a resumed run id's earlier attempt: not this attempt's work
+        return (settled - base, total - base) if total > base else None
+
+    def _bytes(self, conn: psycopg.Connection) -> tuple[int, int]:
+        return tuple(int(n) for n in conn.execute(sql.SQL(
+            "SELECT coalesce(sum(source_size) FILTER (WHERE status <> 'pending'), 0), coalesce(sum(source_size), 0) "
+            "FROM {} WHERE collection = %s AND run_id = %s").format(sql.Identifier(self.schema, "documents")),
+            (self.collection, self.run_id)).fetchone())
 
     def _counts(self, conn: psycopg.Connection) -> tuple[int, int, int]:
         counts = dict.fromkeys(("done", "failed"), (0, 0)) | {
