@@ -34,6 +34,14 @@ def test_arguments_of_the_wrong_type_are_refused_before_any_search(built):
         assert [h.source_path for h in coll.search_many(["readiness probe"], k=1)[0]] == ["probes.md"]
 
 
+def test_search_many_is_bounded_in_queries(built):
+    from jobs.search.limits import MAX_QUERIES, LimitError
+
+    refused = f"{MAX_QUERIES + 1} queries in one call; the limit is {MAX_QUERIES}"
+    with serving.open_collection(NAME, built, pool=1) as coll, pytest.raises(LimitError, match=refused):
+        coll.search_many(["pods"] * (MAX_QUERIES + 1), k=1)
+
+
 def test_a_statement_past_the_timeout_raises_search_timeout_from_search_and_metadata_keys(built):
     with PgStore(built) as store:
         table = store.get_collection(NAME).chunk_table

@@ -22,6 +22,7 @@ MAX_FILTERS = 10  # filters in one request (all must hold)
 MAX_FILTER_VALUES = 20  # values of one filter (KEY=V1,V2,...: any of them)
 MAX_VALUE_CHARS = 200  # a filter's key, or one of its values or path globs
 MAX_WILDCARDS = 10  # `*` and `?` in one path glob (a run of `*` counts once)
+MAX_QUERIES = 256  # queries in one call of the API's search_many: encoded together, held in memory together
 
 
 class LimitError(ConfigError):
@@ -40,11 +41,12 @@ class Limits:
     filter_values: int = MAX_FILTER_VALUES
     value_chars: int = MAX_VALUE_CHARS
     wildcards: int = MAX_WILDCARDS
+    queries: int = MAX_QUERIES
 
     def to_dict(self) -> dict:
         return {"max_query_chars": self.query_chars, "max_k": self.k, "max_filters": self.filters,
                 "max_filter_values": self.filter_values, "max_filter_value_chars": self.value_chars,
-                "max_glob_wildcards": self.wildcards}
+                "max_glob_wildcards": self.wildcards, "max_queries": self.queries}
 
 
 DEFAULT = Limits()
@@ -80,6 +82,8 @@ def check_request(queries: list[str], k: int, filters, limits: Limits = DEFAULT)
     """Raise LimitError naming the first limit the request passes. `filters`: jobs.search.filters.Filter."""
     if not 1 <= k <= limits.k:
         raise LimitError(f"k must be 1 to {limits.k} (got {k})")
+    if len(queries) > limits.queries:
+        raise LimitError(f"{len(queries)} queries in one call; the limit is {limits.queries}: search them in batches")
     for i, q in enumerate(queries):
         check_text("the query" if len(queries) == 1 else f"query {i + 1}", q, limits.query_chars)
     if len(filters) > limits.filters:
