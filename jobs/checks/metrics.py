@@ -74,6 +74,10 @@ def write_summary(path: Path, metrics: dict) -> None:
         f"- embedded chunk tokens: mean {e['tokens_mean']}, median {e['tokens_median']}",
         f"- time: {metrics['seconds']} s",
     ]
+    formulas = metrics.get("text_changes", {}).get("excel_formulas_without_value")
+    if formulas:  # read as empty: the run's log names each file and sheet
+        lines.append(f"- {formulas} Excel formula cells saved without their values read as empty (see the run's "
+                     "warnings; open and save those workbooks in Excel or LibreOffice to compute them)")
     if c.get("documents_released"):
         lines.append(f"- {c['documents_released']} other documents marked pending: they shared text only a replaced "
                      "or removed document held; the next run re-chunks them")
