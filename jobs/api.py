@@ -62,7 +62,8 @@ def load_settings(config: str | os.PathLike | None = None, database_url: str | N
 
 @dataclass(frozen=True)
 class Hit:
-    """One search result. `score` orders the list (the fused score; the cosine in plain vector mode);
+    """One search result. `score` orders the list (the fused score; in vector mode a reciprocal rank, or
+    the cosine where database.repeat_ratio is off);
     `cosine` is the chunk's similarity to the query, `bm25` its BM25 score when BM25 ranked it.
     `snippet` is the passage that matched, `highlights` the [start, end) spans of the query's words in it.
     `char_start`/`char_end` locate the chunk in its source file (Markdown) as read: without a byte-order
@@ -347,13 +348,15 @@ def open_collection(name: str | None = None, *, config: str | os.PathLike | None
 
 
 def ingest(inputs: list[str | os.PathLike] | str | os.PathLike, collection: str | None = None, *,
-           config: str | os.PathLike | None = None, database_url: str | None = None, output: str | None = None):
+           config: str | os.PathLike | None = None, database_url: str | None = None, output: str | None = None,
+           allow_delete_all: bool = False):
     """Ingest `inputs` (folders, files or object-store URIs) into `collection`, as `corpusmill ingest`
     does: only what changed since the last run, resumable. Returns the run's jobs.ingest.IngestResult
-    (run_id, metrics, failures, totals, output_dir)."""
+    (run_id, metrics, failures, totals, output_dir). `allow_delete_all`: as --allow-delete-all."""
     from jobs.ingest import run_ingest  # late: Ray and the stages load only for an ingest
 
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     paths = [str(p) if "://" in str(p) else str(Path(p).expanduser()) for p in inputs]
-    return run_ingest(load_settings(config, database_url, inputs=paths, collection=collection, output=output))
+    return run_ingest(load_settings(config, database_url, inputs=paths, collection=collection, output=output,
+                                    allow_delete_all=allow_delete_all))
