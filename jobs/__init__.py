@@ -19,7 +19,8 @@ __version__ = "0.1.0"
 # a quote's line over `---` is no setext heading; `---`, a line of text, `---` at the top is no front matter
 # but the page's text. "12": a heading in a list item is the item's text, not a section; `> q` over `===`
 # is one quote; a long front-matter description is cut to the window as body text is; a CSV whose header
-# line holds no delimiter is one column (jobs/excel/reader.py csv_dialect).
+# line holds no delimiter is one column (jobs/excel/reader.py csv_dialect); Excel numbers round halves away
+# from zero; a "Total" row with its figures is embedded (jobs/excel/filters.py).
 PIPELINE_VERSION = "12"
 
 # The Python API (jobs/api.py), imported on first use: Ray workers import this package for every stage

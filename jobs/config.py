@@ -269,14 +269,16 @@ class ExcelConfig(_Strict):
         default_factory=lambda: [
             # "Chapter 1", "Section 2.3", "Part iv", "Appendix B", "Page 12": document furniture, not data
             r"(?:chapter|section|part|appendix|annex|page)\s*(?:\d+(?:\.\d+)*|[ivxlcdm]+|[a-z])\.?",
-            # "Total", "Subtotal", "Grand total", "Totals:": aggregate rows repeat what the rows above say
+            # "Total", "Subtotal", "Grand total", "Totals:" with no figure beside them (a total row with its
+            # numbers states sums no other row does: a row with a number is never structural)
             r"(?:sub|grand\s*)?totals?\s*:?",
             # "continued", "(cont'd)": page-break markers
             r"\(?(?:continued|cont(?:'|\.)?d)\)?",
             # "-----", "=====", "***": separator rows (cells with no letter or digit)
             r"[\W_]+",
         ],
-        description="regexes (full match, case-insensitive) for labels that make a row structural (`structural`)")
+        description="regexes (full match, case-insensitive) for labels that make a row with no number structural "
+        "(`structural`)")
 
     @field_validator("header_rows")
     @classmethod

@@ -1,9 +1,9 @@
 """The row filters: which rendered rows are not worth embedding, and why, in words a person can check.
 
 Each rule is configurable under `excel:` and names its key in the reason: too few non-empty cells
-(`min_fields`), only structural text such as "Total" or "-----" (`structural`), numbers that nothing
-describes (`numeric`: no template and no header row say what they are), values that would go out under
-generic `Column X` labels (`no_header`: no header was found for their columns), too few or too many words
+(`min_fields`), only structural text such as "Chapter 1" or "-----" and no number (`structural`),
+numbers that nothing describes (`numeric`: no template and no header row say what they are), values that
+would go out under generic `Column X` labels (`no_header`: no header was found for their columns), too few or too many words
 (`min_words`, `max_words`). An omitted row stays in the output with `omit_reason` =
 `<rule>: <reason>`, and in the run's discard report (jobs.excel.discards).
 """
@@ -31,9 +31,11 @@ def judge(row: Row, cells: list[str], text: str, described: bool, cfg: ExcelConf
         return "fragment", f"min_fields: {fields} non-empty cell(s), fewer than excel.min_fields={cfg.min_fields}"
     labels = [s for s, k in zip(cells, row.kinds) if k == TEXT and s]
     # Without text, a row is structural only when every cell is a mark such as "-----"; a "—" among
-    # numbers is a zero.
+    # numbers is a zero. A row with numbers is data whatever its label says: "Total" over a column's
+    # sum states a figure no other row does.
     marks = [s for s, k in zip(cells, row.kinds) if k == TYPED and s and not any(ch.isalnum() for ch in s)]
-    structural = labels or (marks if len(marks) == fields else [])
+    numbers = any(k == TYPED and any(ch.isdigit() for ch in s) for s, k in zip(cells, row.kinds) if s)
+    structural = [] if numbers else labels or (marks if len(marks) == fields else [])
     if structural and all(any(p.fullmatch(s) for p in patterns) for s in structural):
         shown = ", ".join(repr(s) for s in structural[:3])
         return "context_dead", (f"structural: its only text is {shown}, matching excel.structural_patterns"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from decimal import ROUND_HALF_UP, Decimal
 
 from jobs.excel.cells import clean_text
 
@@ -41,6 +42,12 @@ def _general(value: float) -> str:
     return str(value)
 
 
+def _half_up(value: float, places: int) -> Decimal:
+    """`value` rounded to `places` decimals as Excel rounds what it shows: from its 15 significant digits,
+    halves away from zero (Python's float formatting rounds halves to even: 0.3125 as 0.0% read 31.2%)."""
+    return Decimal(f"{value:.15g}").quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+
+
 def _digits(value: float, block: str, exp: str | None) -> str:
     stripped = block.rstrip(",")
     value /= 1000 ** (len(block) - len(stripped))  # a trailing comma shows thousands: "#,##0," -> 12 for 12,345
@@ -49,7 +56,7 @@ def _digits(value: float, block: str, exp: str | None) -> str:
     least = fraction.count("0")
     if exp:
         return f"{value:.{most}E}"
-    text = f"{value:{',' if ',' in integer else ''}.{most}f}"
+    text = f"{_half_up(value, most):{',' if ',' in integer else ''}.{most}f}"
     if most > least:  # "#" decimals are optional digits: 0.## shows 1.5, not 1.50
         keep = len(text) - (most - least)
         text = text[:keep] + text[keep:].rstrip("0")
@@ -65,7 +72,7 @@ def _digit_groups(value: float, blocks: list[str]) -> list[str]:
     """A whole number spread over several digit groups (`000-00-0000`, `(000) 000-0000`), filled from
     the right as Excel fills them: each group takes its share of the last digits, padded with 0 where
     its placeholder is a 0; the first group takes whatever digits are left."""
-    digits = str(round(value))
+    digits = str(_half_up(value, 0))
     out: list[str] = []
     for i, block in reversed(list(enumerate(blocks))):
         size = sum(ch in "0#?" for ch in block)

@@ -6,7 +6,7 @@ FILTER_ROWS = [
     ["Item", "Description", "Amount", "Notes"],
     ["Nut", "A hexagonal nut for the M8 bolts that hold the frame", 5, None],   # 2: kept
     ["Widget", None, None, None],                                               # 3: min_fields
-    ["Total", None, 1234, None],                                                # 4: structural label
+    ["Total", "-----", None, None],                                             # 4: structural label, no number
     ["-----", "-----", "-----", None],                                          # 5: separators
     [None, None, 12, 3.5],                                                      # 6: min_words (headers describe it)
     ["Bolt", "steel", 3, None],                                                 # 7: min_words (6 words)
@@ -21,9 +21,9 @@ def test_each_filter_rule_records_its_reason(tmp_path, plain):
     assert not by_row[2]["omitted"] and by_row[2]["omit_reason"] is None
     expect = {
         3: ("fragment", "min_fields: 1 non-empty cell(s), fewer than excel.min_fields=2"),
+        7: ("fragment", "min_words: 6 words, fewer than excel.min_words=8"),
         4: ("context_dead", "structural: its only text is 'Total', matching excel.structural_patterns"),
         5: ("context_dead", "structural: only separators ('-----', '-----', '-----'), matching excel.structural_patterns"),
-        7: ("fragment", "min_words: 6 words, fewer than excel.min_words=8"),
         8: ("too_long", "max_words: 255 words, more than excel.max_words=200"),
         9: ("context_dead", "structural: its only text is 'Chapter 1', 'Section 2', matching excel.structural_patterns"),
     }
@@ -43,3 +43,14 @@ def test_filter_rules_are_configurable(tmp_path, plain):
     rows = chunks(book(tmp_path / "filters.xlsx", {"Parts": FILTER_ROWS}), loose, excel_fragment_words=0)
     omitted = {r["row"]: r["omit_reason"] for r in rows if r["omitted"]}
     assert omitted == {}
+
+
+def test_a_total_row_with_its_figures_is_data_not_structure(tmp_path, plain):
+    """"Total" over a column's sums states figures no other row does (what was spent in all): embedded.
+    A "Total" with no number beside it stays structural."""
+    rows = chunks(book(tmp_path / "budget.xlsx", {"Q": [["Region", "Q1", "Q2", "Q3", "Q4"], ["North", 1, 2, 3, 4],
+                                                        ["South", 5, 6, 7, 8], ["Total", 6, 8, 10, 12],
+                                                        ["Totals:", "-----", None, None, None]]}), plain)
+    by_row = {r["row"]: r for r in rows}
+    assert not by_row[4]["omitted"] and by_row[4]["text"] == "Region: Total; Q1: 6; Q2: 8; Q3: 10; Q4: 12"
+    assert by_row[5]["omit_reason"].startswith("structural: its only text is 'Totals:'")

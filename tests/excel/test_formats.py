@@ -38,3 +38,12 @@ def test_a_format_with_conditions_takes_the_section_whose_condition_holds():
     phone = "[<=9999999]###-####;(###) ###-####"  # Excel's built-in Phone Number format
     assert format_value(5551234567, phone) == "(555) 123-4567" and format_value(1234567, phone) == "123-4567"
     assert [format_value(v, '[>10]"big";"small"') for v in (50, 5)] == ["big", "small"]
+
+
+def test_halves_round_away_from_zero_as_excel_shows_them():
+    # Python's float formatting rounds a half to even (31.2%, 1,234, 0); Excel rounds it away from zero.
+    assert format_value(0.3125, "0.0%") == "31.3%"
+    assert format_value(1234.5, "#,##0") == "1,235"
+    assert format_value(-0.5, "0") == "-1"
+    assert format_value(1.005, "0.00") == "1.01"  # from 15 significant digits, as Excel reads 1.005
+    assert format_value(0.1 + 0.2, "0.00") == "0.30"
