@@ -15,12 +15,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${RAY_ADDRESS:?set RAY_ADDRESS to the dashboard address of the cluster, e.g. http://head:8265}"
 for arg in "$@"; do
-  case "$arg" in
-    --database-url|--database-url=*)
-      echo "ops/submit.sh: do not pass --database-url to a cluster job (it lands in the job's logs);" \
-           "put the URL in a file on the head node and set DATABASE_URL_FILE to its path" >&2
-      exit 2 ;;
-  esac
+  opt="${arg%%=*}"
+  # argparse takes any unambiguous prefix (--data, --d) for --database-url: refused the same.
+  if [[ "$opt" == --d* && "--database-url" == "$opt"* ]]; then
+    echo "ops/submit.sh: do not pass --database-url to a cluster job (it lands in the job's logs);" \
+         "put the URL in a file on the head node and set DATABASE_URL_FILE to its path" >&2
+    exit 2
+  fi
 done
 if [[ $# -eq 0 || "$1" == -* ]]; then set -- ingest "$@"; fi
 PYTHON=${PYTHON:-python3}
