@@ -257,6 +257,10 @@ class CollectionLocks:
         # Rows an earlier run staged (jobs/store/writers.py) are only ever assembled under that run's id, so a
         # killed run's would stay for good; under the lock no other run of the collection is staging.
         self.conn.execute(sql.SQL("DELETE FROM {} WHERE collection = %s").format(self._t("staged_rows")), (collection,))
+        # Likewise a run still `running` was killed (kill -9, a machine lost) before it could record its end:
+        # aborted (its end unknown, so no finished_at), as `status` shows it; a rerun of its id runs again.
+        self.conn.execute(sql.SQL("UPDATE {} SET status = 'aborted' WHERE collection = %s AND status = 'running'").format(
+            self._t("runs")), (collection,))
 
     def owner_token(self, collection: str) -> str | None:
         """This run's owner token of `collection` (lock_collection made it): what its writers commit under."""

@@ -231,3 +231,14 @@ def test_a_new_run_keeps_the_work_items_of_a_live_run_and_clears_a_dead_ones(pg_
             assert new.counts() == {}
     finally:
         live.__exit__(None, None, None)
+
+
+def test_a_run_killed_without_a_word_is_recorded_aborted_by_the_next_run_that_takes_the_collection(pg_url):
+    with PgStore(pg_url) as first:
+        first.migrate()
+        first.lock_collection("fence7", "corpusmill ingest killed")
+        first.start_run("killed-run", "fence7", {}, "fp", "/tmp/runs/killed-run")  # then kill -9: nothing more
+    with PgStore(pg_url) as second:
+        second.lock_collection("fence7", "corpusmill ingest next")
+        row = second.conn.execute("SELECT status, finished_at FROM corpusmill.runs WHERE run_id = 'killed-run'")
+        assert row.fetchone() == ("aborted", None)
