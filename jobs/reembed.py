@@ -240,7 +240,9 @@ def run_reembed(cfg: JobConfig, collection: str, model: str, *, drop_old: bool =
         if ranges:
             ray_started = init_ray(cfg)
             try:
-                stats, layout = _fill_on_ray(cfg, url, active, space, ranges, todo, already, store.has_reuse(space),
+                # Progress counts from what the space holds now: the documents copied above are not this fill's.
+                stats, layout = _fill_on_ray(cfg, url, active, space, ranges, todo, store.space_size(space),
+                                             store.has_reuse(space),
                                              vectors_to_reuse(store, url, cfg.database.schema_name, cfg.embedding,
                                                               space.embedding_model, space.dimension,
                                                               building=space.chunk_table))
