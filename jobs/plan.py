@@ -68,6 +68,7 @@ def _frozen_plan(cfg: JobConfig, store: PgStore | None, storage: StorageOptions,
     plan = make_plan(snap.files, {p: d for p, d in stored.items() if p not in held}, cfg.fingerprint(),
                      cfg.keep_removed, retry_failed)
     plan.not_as_frozen = sorted(held)
+    plan.hashed = snap.hashed  # as discovery read them: a changed file was read to learn it had changed
     for path in plan.not_as_frozen:
         log.warning("%s changed or vanished since the manifest was frozen: left out of this run", path)
     return plan

@@ -600,6 +600,7 @@ def test_frozen_manifest_pins_the_snapshot(tmp_path, corpus, pg_url):
     assert out.returncode == 0, out.stderr
     plan = json.loads(out.stdout)
     assert plan["add"] == 6 and plan["not_as_frozen"] == ["hugo/server.md"]
+    assert plan["read"] == 8  # every file discovery read to compare with the manifest, later.md included
     assert "later.md" not in plan["files"]["add"] and "hugo/server.md" not in plan["files"]["add"]
 
 

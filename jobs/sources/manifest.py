@@ -24,6 +24,7 @@ class Snapshot:
     files: list[SourceFile]  # listed and unchanged: what the run reads (a Discovered: it carries `skipped`)
     changed: list[str] = field(default_factory=list)  # listed, but the content differs now
     missing: list[str] = field(default_factory=list)  # listed, but gone
+    hashed: int = 0  # files read and hashed to take it (changed ones and those left out too)
 
 
 def freeze(roots: list, include: list[str], exclude: list[str], tag: str, out: Path,
@@ -66,7 +67,7 @@ def snapshot(manifest: dict, roots: list, include: list[str], exclude: list[str]
     found = discover(roots, include, exclude, storage, known, follow_external_links=follow_external_links)
     current = {f.source_path: f for f in found}
     # What discovery passed over travels on `files`, so make_plan(snap.files, …) carries it to the plan.
-    snap = Snapshot(files=Discovered(skipped=found.skipped))
+    snap = Snapshot(files=Discovered(skipped=found.skipped), hashed=sum(f.hashed for f in found))
     for entry in manifest["files"]:
         f = current.get(entry["source_path"])
         if f is None:
