@@ -13,6 +13,7 @@ import gc
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
 import traceback
@@ -234,10 +235,11 @@ def cmd_report(args) -> int:
     storage = StorageOptions.from_config(_db_config(args).storage)
     local = fetch_run(run_dir, storage, home() / "staging" / Path(run_dir.rstrip("/")).name)
     written = write_report(local)
-    if is_remote(run_dir):  # the report goes back next to the run's Parquet
+    if is_remote(run_dir):  # the report goes back next to the run's Parquet; the local parts go, as an ingest's
         loc = locate(run_dir, storage)
         for path in written.values():
             loc.fs.put_file(str(path), f"{loc.path}/{Path(path).relative_to(local).as_posix()}")
+        shutil.rmtree(local / "chunks", ignore_errors=True)
     for name, path in sorted(written.items()):
         print(f"{name:28} {path}")
     return 0

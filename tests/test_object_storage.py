@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -134,6 +135,14 @@ def test_ingest_from_a_bucket_into_a_bucket_and_rerun_incrementally(tmp_path, en
         assert secret not in out.stdout + out.stderr + runs
         for blob in [*objects.values(), *staged, *ray_logs]:
             assert secret.encode() not in blob
+
+    # The report made again from the bucket: uploaded next to the Parquet, no local copy of the parts left.
+    shutil.rmtree(Path(env["CORPUSMILL_HOME"]) / "staging" / run_id, ignore_errors=True)
+    s3.delete_object(Bucket=bucket, Key=f"runs/{run_id}/qa/report.html")
+    again = here("report", "--run-id", run_id, "--config", str(cfg))
+    assert again.returncode == 0, again.stderr
+    assert f"runs/{run_id}/qa/report.html" in bucket_objects(s3, bucket, f"runs/{run_id}/qa/")
+    assert not list((Path(env["CORPUSMILL_HOME"]) / "staging" / run_id).rglob("part-*"))
 
     # A plan right after reads no object body: every listing matches what the store recorded.
     with s3_server.record() as requests:
