@@ -215,7 +215,8 @@ def cmd_search(args) -> int:
             else:
                 print_hits(q, hits, sys.stdout.isatty())
             if not hits and args.filter and not told:
-                told = tell_unknown_filter_keys(coll, args.filter)
+                tell_unknown_filter_keys(coll, args.filter)  # once: the keys are the same for every query
+                told = True
     return 0
 
 

@@ -49,6 +49,17 @@ def build(store, name: str) -> None:
     store.ensure_indexes(coll, load_settings().database)
 
 
+def built(pg_url: str, name: str) -> str:
+    """A test module's collection `name` (its module-scoped fixture's body): the schema migrated and PAGES
+    stored (build). Returns the URL, for the fixture to hand on."""
+    from jobs.store.pgvector import PgStore
+
+    with PgStore(pg_url) as store:
+        store.migrate()
+        build(store, name)
+    return pg_url
+
+
 def open_collection(name: str, url: str, pool: int = 4, timeout_s: float = 10.0, schema: str = "corpusmill"):
     settings = load_settings(database_url=url)
     settings = settings.model_copy(update={"database": settings.database.model_copy(

@@ -16,10 +16,7 @@ NAME = "api_t"
 
 @pytest.fixture(scope="module")
 def built(pg_url):
-    with PgStore(pg_url) as store:
-        store.migrate()
-        serving.build(store, NAME)
-    return pg_url
+    return serving.built(pg_url, NAME)
 
 
 def test_arguments_of_the_wrong_type_are_refused_before_any_search(built):

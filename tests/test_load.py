@@ -10,13 +10,16 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from jobs import on_ray
 from jobs.chunks.ids import sha256_text
 from jobs.config import JobConfig, apply_overrides
-from jobs.load import load_from_parquet
+from jobs.errors import ConfigError
+from jobs.load import _histories, load_from_parquet, prepare_part
 from jobs.search.ranking import search_many
-from jobs.store.parquet import RunOutput
-from tests.conftest import BIN
+from jobs.store.parquet import RunOutput, read_errors, read_refused
+from tests.conftest import BIN, write_config
 from tests.factories import chunk_row, doc_row, unit_vector
+from tests.test_ingest import cli, pace_collection, unpace_inserts, wait_for_done
 
 
 def _rows(doc, texts, collection="load_src"):
@@ -103,7 +106,6 @@ def test_a_history_of_runs_reloads_in_one_job_into_the_state_it_reached_also_aft
 def test_a_version_the_database_refused_at_commit_is_left_out_and_the_one_before_stands(tmp_path):
     """A run writes a document's rows to its part before committing them; a version the database then
     refused (recorded failed, the version before kept) is in the run's errors.parquet at stage `load`."""
-    from jobs.load import _histories
 
     history = [_run(tmp_path / "r1", [], ("a", ["a one"]), ("b", ["b one"])),
                _run(tmp_path / "r2", [], ("a", ["a two"]), ("b", ["b two"]))]
@@ -119,8 +121,6 @@ def test_a_version_the_database_refused_at_commit_is_left_out_and_the_one_before
 @pytest.mark.slow
 def test_a_history_reload_killed_mid_run_and_repeated_ends_as_a_clean_reload(tmp_path, store, pg_url, ray_address,
                                                                             cm_home):
-    from tests.conftest import write_config
-    from tests.test_ingest import pace_collection, unpace_inserts, wait_for_done
 
     runs = []
     for r in range(12):  # each run updates "common", adds two documents, and from the sixth deletes an early one
@@ -236,7 +236,6 @@ def test_a_writer_killed_mid_copy_is_retried_and_every_document_lands_once(tmp_p
 def test_a_part_is_prepared_with_each_documents_rows_together_in_seq_order():
     import pyarrow as pa
 
-    from jobs.load import prepare_part
 
     def part(rows):
         return pa.Table.from_pylist([r | {"embedding": r["embedding"].tolist()} for r in rows])
@@ -259,11 +258,6 @@ def test_the_deletions_of_a_run_that_failed_to_start_are_in_its_run_directory(tm
     would bring them back."""
     import json
 
-    from jobs import on_ray
-    from jobs.errors import ConfigError
-    from jobs.load import _histories
-    from tests.conftest import write_config
-    from tests.test_ingest import cli
 
     notes, runs = tmp_path / "notes", tmp_path / "runs"
     notes.mkdir()
@@ -294,10 +288,6 @@ def test_a_version_a_later_attempt_of_the_run_committed_is_not_left_out_of_a_rel
     """A run's first attempt has a version refused at commit (errors.parquet, stage load); the same run id
     resumed with --retry-failed commits it. The refusal leaves errors.parquet, so a reload of the history
     loads the version the run committed, not the one before it."""
-    from jobs.load import _histories
-    from jobs.store.parquet import read_errors, read_refused
-    from tests.conftest import write_config
-    from tests.test_ingest import cli
 
     notes, runs = tmp_path / "notes", tmp_path / "runs"
     notes.mkdir()
@@ -323,8 +313,6 @@ def test_a_version_a_later_attempt_of_the_run_committed_is_not_left_out_of_a_rel
 
 
 def test_a_history_across_a_reembed_is_refused_with_how_to_load_it(tmp_path):
-    from jobs.errors import ConfigError
-    from jobs.load import _histories
 
     before = _run(tmp_path / "r1", [], ("a", ["a one"]))
     after = RunOutput(tmp_path / "r2", 4)

@@ -24,9 +24,9 @@ NAME = "serve_t"
 
 @pytest.fixture(scope="module")
 def built(pg_url):
+    serving.built(pg_url, NAME)
     with PgStore(pg_url) as store:
-        store.migrate()
-        serving.build(store, NAME)
+        store.check_schema()  # and vectors read and written as numpy arrays on this connection
         coll = store.get_collection(NAME)
         # hybrid-doc's document vectors, as `corpusmill upgrade --doc-vectors` builds them
         from jobs.embed.backends import load_model

@@ -134,7 +134,8 @@ def upgrade(conn, schema: str, table: str, batch_rows: int = BATCH_ROWS) -> int:
     done, told = 0, time.monotonic()
     total = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE chunk_id > %s").format(t), (after,)).fetchone()[0]
     while True:
-        batch, analysed = (analysed, None) if analysed is not None else (_batch(conn, t, after, batch_rows), None)
+        batch = analysed if analysed is not None else _batch(conn, t, after, batch_rows)
+        analysed = None
         if not batch.num_rows:
             break
         batch = lexical.fill(batch)

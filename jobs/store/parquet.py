@@ -272,12 +272,7 @@ def read_refused(run_dir: Path | str, storage: StorageOptions | None = None) -> 
     """The source paths whose version in this run the database refused at commit (its errors.parquet,
     stage `load`): the run wrote their rows to its parts before the commit failed, and the collection
     kept the version before."""
-    with _run_file(run_dir, "errors.parquet", storage) as f:
-        if f is None:
-            return set()
-        errors = pq.read_table(f, columns=["source_path", "stage"])
-    return {p for p, stage in zip(errors.column("source_path").to_pylist(), errors.column("stage").to_pylist())
-            if stage == "load"}
+    return {e["source_path"] for e in read_errors(run_dir, storage) if e["stage"] == "load"}
 
 
 def read_part(run_dir: Path | str, path: str, storage: StorageOptions | None = None,

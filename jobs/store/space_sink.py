@@ -72,11 +72,9 @@ class SpaceProgress(Progress):
         super().__init__(url, schema, space.name, space_run_id(space), total, every)
         self.space, self.already = space, already
 
-    def work(self, conn: psycopg.Connection) -> None:
-        """None: a re-embed's time left is counted in documents (it has no listing sizes)."""
-        return None
-
-    def sample(self, conn: psycopg.Connection) -> tuple[int, int, int]:
+    def read(self, conn: psycopg.Connection) -> tuple[tuple[int, int, int], None]:
+        """The space's documents and rows beyond those it held at the start; no work: a re-embed's time left
+        is counted in documents (it has no listing sizes)."""
         docs, rows = conn.execute(sql.SQL("SELECT count(DISTINCT doc_id), count(*) FROM {}").format(
             sql.Identifier(self.schema, self.space.chunk_table))).fetchone()
-        return docs - self.already[0], 0, rows - self.already[1]
+        return (docs - self.already[0], 0, rows - self.already[1]), None

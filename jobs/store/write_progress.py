@@ -27,15 +27,13 @@ class Progress:
         self.line = ProgressLine(total, every, live)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="write-progress", daemon=True)
-        self._base_bytes = 0
 
     def __enter__(self) -> Progress:
         # What the run held before these writes (a resumed run id's earlier attempt): not counted again.
-        self._base = (0, 0, 0)
+        self._base = (0, 0, 0, 0)
         try:
             with psycopg.connect(self.url, autocommit=True) as conn:
-                self._base = self._counts(conn)
-                self._base_bytes = self._bytes(conn)[0]
+                self._base = self._totals(conn)[:4]
         except Exception:  # progress is a courtesy: never fail a run over it
             log.debug("no write progress baseline", exc_info=True)
         self.line.__enter__()
@@ -56,34 +54,34 @@ class Progress:
         try:
             with psycopg.connect(self.url, autocommit=True, application_name=f"corpusmill progress {self.run_id}"[:63]) as conn:
                 while not self._stop.wait(self.line.tick):
-                    self.line.update(*self.sample(conn), work=self.work(conn))
-                self.line.finish(*self.sample(conn), work=self.work(conn))
+                    counts, work = self.read(conn)
+                    self.line.update(*counts, work=work)
+                counts, work = self.read(conn)
+                self.line.finish(*counts, work=work)
         except Exception:  # progress is a courtesy: never fail a run over it
             log.debug("no write progress", exc_info=True)
 
+    def read(self, conn: psycopg.Connection) -> tuple[tuple[int, int, int], tuple[int, int] | None]:
+        """One sample, in one query: (documents committed, documents failed, vectors) of this attempt, and
+        its work, (bytes of its documents settled, bytes of all of them) from the sizes their listing gave
+        (jobs/progress_line.py Rates: what the time left is measured in; None before any is known)."""
+        done, failed, vectors, settled, total = (a - b for a, b in zip(self._totals(conn), (*self._base, self._base[3])))
+        return (max(0, done), max(0, failed), max(0, vectors)), ((settled, total) if total > 0 else None)
+
     def sample(self, conn: psycopg.Connection) -> tuple[int, int, int]:
-        """(documents committed, documents failed, vectors) of the run so far."""
-        now = self._counts(conn)
-        return tuple(max(0, a - b) for a, b in zip(now, self._base))
+        """(documents committed, documents failed, vectors) of the run so far (read)."""
+        return self.read(conn)[0]
 
     def work(self, conn: psycopg.Connection) -> tuple[int, int] | None:
-        """(bytes of the run's documents settled, bytes of all its documents) since this attempt began, from
-        the sizes their listing gave (jobs/progress_line.py Rates: what the time left is measured in)."""
-        settled, total = self._bytes(conn)
-        base = self._base_bytes  # a resumed run id's earlier attempt: not this attempt's work
-        return (settled - base, total - base) if total > base else None
+        """(bytes of the run's documents settled, bytes of all its documents) since this attempt began (read)."""
+        return self.read(conn)[1]
 
-    def _bytes(self, conn: psycopg.Connection) -> tuple[int, int]:
-        return tuple(int(n) for n in conn.execute(sql.SQL(
-            "SELECT coalesce(sum(source_size) FILTER (WHERE status <> 'pending'), 0), coalesce(sum(source_size), 0) "
+    def _totals(self, conn: psycopg.Connection) -> tuple[int, int, int, int, int]:
+        """(done, failed, vectors, bytes settled, bytes of all) of the run's documents, whatever attempt."""
+        row = conn.execute(sql.SQL(
+            "SELECT count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'failed'), "
+            "coalesce(sum(chunk_count) FILTER (WHERE status = 'done'), 0), "
+            "coalesce(sum(source_size) FILTER (WHERE status <> 'pending'), 0), coalesce(sum(source_size), 0) "
             "FROM {} WHERE collection = %s AND run_id = %s").format(sql.Identifier(self.schema, "documents")),
-            (self.collection, self.run_id)).fetchone())
-
-    def _counts(self, conn: psycopg.Connection) -> tuple[int, int, int]:
-        counts = dict.fromkeys(("done", "failed"), (0, 0)) | {
-            r[0]: (r[1], r[2] or 0) for r in conn.execute(sql.SQL(
-                "SELECT status, count(*), sum(chunk_count) FROM {} WHERE collection = %s AND run_id = %s "
-                "AND status <> 'pending' GROUP BY status").format(sql.Identifier(self.schema, "documents")),
-                (self.collection, self.run_id))}
-        (done, vectors), failed = counts["done"], counts["failed"][0]
-        return done, failed, vectors
+            (self.collection, self.run_id)).fetchone()
+        return tuple(int(n) for n in row)

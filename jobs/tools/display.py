@@ -49,7 +49,7 @@ def print_hits(query: str, hits, tty: bool) -> None:
 KEY_SAMPLE_ROWS = 20_000  # chunks read for the metadata keys a collection has
 
 
-def tell_unknown_filter_keys(coll, filters: list[str]) -> bool:
+def tell_unknown_filter_keys(coll, filters: list[str]) -> None:
     """After a search that found nothing under --filter: name the filter keys no document of the
     collection carries (a typo's silent "no hits"), with the keys it has."""
     from jobs.search.filters import PATH_KEY  # late: only after a filtered search found nothing
@@ -58,10 +58,9 @@ def tell_unknown_filter_keys(coll, filters: list[str]) -> bool:
     try:  # a sample, as `serve` reads them: a note must not cost a scan of a large collection
         known = coll.metadata_keys(limit=10_000, sample_rows=KEY_SAMPLE_ROWS)
     except UserError:  # the statement timeout: no note rather than an error after the answer
-        return True
+        return
     unknown = [k for k in dict.fromkeys(asked) if k != PATH_KEY and k not in known]
     if unknown:
         print(f"note: metadata key {', '.join(map(repr, unknown))} is not among those of collection {coll.name}'s "
               f"documents (keys: {', '.join(known[:20]) or 'none'}{', …' if len(known) > 20 else ''}; path= filters "
               "by file)", file=sys.stderr)
-    return True

@@ -50,24 +50,27 @@ def test_workbook_openpyxl_cannot_parse_becomes_one_error_row(plain):
 
 
 def test_csv_takes_the_same_row_pipeline(tmp_path, plain):
-    path = tmp_path / "passes.csv"
-    path.write_text("Pass;State;Connects;Altitude (m)\n"
-                    "Tioga;California;Yosemite Valley and Mono Lake;3031\n"
-                    "Sonora;California;;2933\n", encoding="utf-8")
-    rows = chunks(path, plain)
+    rows = _csv(tmp_path / "passes.csv", "Pass;State;Connects;Altitude (m)\n"
+                                         "Tioga;California;Yosemite Valley and Mono Lake;3031\n"
+                                         "Sonora;California;;2933\n", plain)
     assert [(r["sheet"], r["row"]) for r in rows] == [("passes", 2), ("passes", 3)]
     assert rows[0]["text"] == "Pass: Tioga; State: California; Connects: Yosemite Valley and Mono Lake; Altitude (m): 3031"
     assert rows[0]["heading_path"] == ["passes.csv", "passes"] and not rows[0]["omitted"]
     assert rows[1]["omit_reason"] == "min_words: 7 words, fewer than excel.min_words=8"
 
 
+def _csv(path, text: str, plain) -> list[dict]:
+    """The stage's rows for a CSV file of `text`."""
+    path.write_text(text, encoding="utf-8")
+    return chunks(path, plain)
+
+
 def test_a_one_column_csv_keeps_the_commas_of_its_values(tmp_path, plain):
-    path = tmp_path / "reminders.csv"
-    path.write_text("Reminder\n"
-                    "Renew the parking permit, the library card, and the passport before June\n"
-                    '"Call the plumber about the leak, then tell the landlord, the neighbours and the insurer"\n'
-                    "Book the venue, order the cake; send the invitations by Friday at the latest\n", encoding="utf-8")
-    rows = chunks(path, plain)
+    rows = _csv(tmp_path / "reminders.csv", (
+        "Reminder\n"
+        "Renew the parking permit, the library card, and the passport before June\n"
+        '"Call the plumber about the leak, then tell the landlord, the neighbours and the insurer"\n'
+        "Book the venue, order the cake; send the invitations by Friday at the latest\n"), plain)
     assert [r["text"] for r in rows] == [
         "Reminder: Renew the parking permit, the library card, and the passport before June",
         "Reminder: Call the plumber about the leak, then tell the landlord, the neighbours and the insurer",
@@ -75,11 +78,9 @@ def test_a_one_column_csv_keeps_the_commas_of_its_values(tmp_path, plain):
 
 
 def test_the_header_line_chooses_among_the_delimiters_it_holds(tmp_path, plain):
-    path = tmp_path / "passes.csv"
-    path.write_text('"Pass, or route";Notes\n'
-                    "Tioga;Closed in winter, usually from November to late May or June\n"
-                    "Sonora;Steep, narrow and winding, with grades up to 26 percent\n", encoding="utf-8")
-    rows = chunks(path, plain)
+    rows = _csv(tmp_path / "passes.csv", '"Pass, or route";Notes\n'
+                                         "Tioga;Closed in winter, usually from November to late May or June\n"
+                                         "Sonora;Steep, narrow and winding, with grades up to 26 percent\n", plain)
     assert [r["text"] for r in rows] == [
         "Pass, or route: Tioga; Notes: Closed in winter, usually from November to late May or June",
         "Pass, or route: Sonora; Notes: Steep, narrow and winding, with grades up to 26 percent"]
@@ -143,10 +144,8 @@ def test_the_sheet_scan_counts_each_cell_once_whatever_the_block_size(tmp_path, 
 
 
 def test_a_title_line_over_a_csv_table_does_not_make_it_one_column(tmp_path, plain):
-    path = tmp_path / "passes.csv"
-    path.write_text("Mountain passes of the Sierra Nevada\n"
-                    "Pass,Highway,Elevation in feet\n"
-                    "Tioga Pass,State Route 120,9943\n"
-                    "Sonora Pass,State Route 108,9624\n", encoding="utf-8")
-    texts = [r["text"] for r in chunks(path, plain)]
+    texts = [r["text"] for r in _csv(tmp_path / "passes.csv", "Mountain passes of the Sierra Nevada\n"
+                                                              "Pass,Highway,Elevation in feet\n"
+                                                              "Tioga Pass,State Route 120,9943\n"
+                                                              "Sonora Pass,State Route 108,9624\n", plain)]
     assert any("Pass: Tioga Pass" in t and "Elevation in feet: 9943" in t for t in texts), texts

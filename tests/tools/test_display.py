@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from jobs.cli import main
-from jobs.store.pgvector import PgStore
 from tests import serving
 
 NAME = "display_t"
@@ -14,10 +13,7 @@ NAME = "display_t"
 
 @pytest.fixture(scope="module")
 def built(pg_url):
-    with PgStore(pg_url) as store:
-        store.migrate()
-        serving.build(store, NAME)
-    return pg_url
+    return serving.built(pg_url, NAME)
 
 
 def test_a_filter_key_no_document_has_is_named_with_the_keys_there_are(built, capsys):
