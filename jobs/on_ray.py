@@ -23,7 +23,7 @@ from dataclasses import replace
 import ray
 import ray.data
 
-from jobs import adapter
+from jobs import adapter, cluster_fit
 from jobs.adapter import Stage
 from jobs.config import JobConfig, ResourcesConfig
 from jobs.embed.layout import embed_layout, embed_resources
@@ -78,11 +78,17 @@ def kill_worker_on(rows: list[dict], pattern: str) -> list[dict]:
     return rows
 
 
-def start(cfg: JobConfig) -> bool:
-    """Ray up (a local one started, or the cluster of RAY_ADDRESS joined) and able to read the inputs.
-    Returns whether this process started it (then `stop` ends it)."""
+def start(cfg: JobConfig, documents: int = 1) -> bool:
+    """Ray up (a local one started, or the cluster of RAY_ADDRESS joined), able to read the inputs and to
+    hold the run's actor pools for `documents`. Returns whether this process started it (then `stop` ends it)."""
     started = init_ray(cfg)
-    check_reachable(cfg)
+    try:
+        check_reachable(cfg)
+        check_fits(cfg, documents)
+    except BaseException:
+        if started:  # a run refused before it began leaves no Ray of its own behind (an API caller goes on)
+            ray.shutdown()
+        raise
     return started
 
 
@@ -122,6 +128,26 @@ def check_reachable(cfg: JobConfig) -> None:
     refusal = local_read_refusal(roots_of(cfg.input.roots, cfg.input.manifest), alive, cfg.input.read_via_driver)
     if refusal:
         raise ConfigError(refusal)
+
+
+def check_fits(cfg: JobConfig, documents: int, sentences: bool = True, slot: float | None = None) -> None:
+    """Pools a local Ray can never hold are a ConfigError; on a cluster (RAY_ADDRESS), which an autoscaler may
+    grow, a warning that says what the run waits for (jobs/cluster_fit.py). The embedding pool is sized
+    as build_dataset sizes it; `slot`: the CPUs of the task that must run beside the pools (parse/chunk's
+    by default)."""
+    local = not os.environ.get("RAY_ADDRESS")
+    cluster = ray.cluster_resources()
+    actors, workers = embed_layout(cfg, cluster, cores_of(cluster), max(1, documents), local, others=slot)
+    nodes = [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive")]
+    missing = cluster_fit.shortfall(cluster_fit.pools(cfg, actors, workers, sentences), nodes,
+                                    cluster_fit.task_cpus(cfg) if slot is None else slot)
+    if missing is None:
+        return
+    if local:
+        raise ConfigError(f"{missing}. Lower those, or give the local Ray more (ray.num_cpus; GPUs are those "
+                          "this machine has)")
+    log.warning("%s. The run waits until the cluster has them (an autoscaler adding nodes); if none will come, "
+                "stop it (Ctrl-C) and lower those", missing)
 
 
 def fuse_markdown(cfg: JobConfig, local: bool = True) -> bool:
