@@ -36,7 +36,8 @@ LAYERS = [
     # ranked over its tables (store); below checks, so an ingest's checks may measure through it
     {"search"},
     {"checks"},  # what every ingest measures: run metrics, index metrics, gates
-    {"adapter", "ray_session"},  # plain-Python stages onto Ray Data; the Ray a job runs on
+    # plain-Python stages onto Ray Data; the Ray a job runs on; whether that Ray can hold a run's actor pools
+    {"adapter", "ray_session", "cluster_fit"},
     {"pipeline"},  # the ingest's stage specs, for Ray and for a small run in process
     {"in_process", "on_ray"},  # a run's stages: in the driver process (a small run), or on Ray Data
     {"plan", "load", "reembed"},  # jobs that need no stage: light enough for a quick command

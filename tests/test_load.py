@@ -268,7 +268,7 @@ def test_the_deletions_of_a_run_that_failed_to_start_are_in_its_run_directory(tm
     (notes / "b.md").unlink()
     (notes / "a.md").write_text("# Note a\n\nThe changed text of note a.\n")
 
-    def unreachable(cfg):
+    def unreachable(cfg, documents):
         raise ConfigError("the Ray cluster is unreachable")
 
     monkeypatch.setattr(on_ray, "start", unreachable)
