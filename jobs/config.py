@@ -253,7 +253,8 @@ class ExcelConfig(_Strict):
         description="row templates (*.yaml, *.yml); in a config file a relative path is relative to the file's "
         "directory; default: the templates shipped with corpusmill; a directory that does not exist is an error")
     min_fields: int = Field(2, ge=1, description="rows with fewer non-empty cells are omitted (`min_fields`)")
-    min_words: int = Field(8, ge=0, description="rendered rows with fewer words are omitted (`min_words`)")
+    min_words: int = Field(8, ge=0, description="rendered rows with fewer words are omitted (`min_words`), unless "
+                           "they are records of their table (jobs/excel/records.py)")
     max_words: int = Field(200, ge=1, description="a `Header: value` row with more words is cut into parts "
                            "(jobs/excel/split.py); a template's sentence with more is omitted as too_long (`max_words`)")
     numeric_ratio: float | None = Field(

@@ -4,7 +4,8 @@ Each rule is configurable under `excel:` and names its key in the reason: too fe
 (`min_fields`), only structural text such as "Chapter 1" or "-----" and no number (`structural`),
 numbers that nothing describes (`numeric`: no template and no header row say what they are), values that
 would go out under generic `Column X` labels (`no_header`: no header was found for their columns), too few or too many words
-(`min_words`, `max_words`). An omitted row stays in the output with `omit_reason` =
+(`min_words`, `max_words`). A `min_words` row that is a record of its table, judged by the table's
+other rows, is kept after all (jobs.excel.records). An omitted row stays in the output with `omit_reason` =
 `<rule>: <reason>`, and in the run's discard report (jobs.excel.discards).
 """
 

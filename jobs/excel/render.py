@@ -1,7 +1,8 @@
 """Every data row of a workbook rendered to text and judged: the path from file to `RowDraft`s.
 
 open_sheets (jobs.excel.reader) -> split_tables (jobs.excel.tables) -> group labels and sections
-carried down (jobs.excel.context) -> one text per row -> judge (jobs.excel.filters). A row reads as
+carried down (jobs.excel.context) -> one text per row -> judge (jobs.excel.filters), a short row
+kept when it is a record of its table (jobs.excel.records). A row reads as
 the sentence of the first template that fits its table (jobs.excel.templates: matched once per
 table, by file, sheet and header) or as `Header: value; …`, with values shown the way the workbook
 formats them. The stage and the `templates preview` command both read workbooks through
@@ -24,6 +25,7 @@ from jobs.excel.context import RowContext, leading_names, with_section
 from jobs.excel.filters import judge
 from jobs.excel.formats import format_value
 from jobs.excel.reader import TEXT, Row, open_sheets
+from jobs.excel.records import keep_short_records
 from jobs.excel.split import split_row
 from jobs.excel.tables import Table, pinned_header, split_tables
 from jobs.excel.templates import (
@@ -162,9 +164,11 @@ def iter_drafts(path: Path, source_path: str, cfg: ExcelConfig, counts: Counter,
         if sheet is not None and name != sheet:
             continue
         pin = pinned_header(cfg.header_rows, ctx.file_name, source_path, name)
-        for table, row in split_tables(_counted(rows, counts), name, scan=cfg.header_scan_rows, pin=pin,
-                                       counts=counts):
-            parts = split_row(_draft(ctx, table, row), cfg.max_words, counter.count if counter else None,
+        drafts = (_draft(ctx, table, row) for table, row in split_tables(_counted(rows, counts), name,
+                                                                         scan=cfg.header_scan_rows, pin=pin,
+                                                                         counts=counts))
+        for draft in keep_short_records(drafts, counts):
+            parts = split_row(draft, cfg.max_words, counter.count if counter else None,
                               counter.limit if counter else None)
             if len(parts) > 1:
                 counts["excel_rows_split"] += 1

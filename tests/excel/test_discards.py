@@ -20,8 +20,8 @@ def test_discard_report_lists_omitted_rows_with_rule_and_reason(tmp_path, plain)
                      "excel_discarded.csv": run_dir / "qa" / "excel_discarded.csv"}
     table = pq.read_table(paths["excel_discarded.parquet"]).to_pylist()
     assert [(r["row"], r["rule"]) for r in table] == [(3, "min_fields"), (4, "structural"), (5, "structural"),
-                                                      (6, "min_words"), (7, "min_words"), (8, "max_words"),
-                                                      (9, "structural")]
+                                                      (6, "min_words"), (8, "max_words"), (9, "structural"),
+                                                      (10, "min_words")]
     first = table[0]
     assert first == {"file": "filters.xlsx", "sheet": "Parts", "row": 3, "rule": "min_fields",
                      "reason": "1 non-empty cell(s), fewer than excel.min_fields=2", "text": "Item: Widget"}

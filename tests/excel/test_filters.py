@@ -9,9 +9,10 @@ FILTER_ROWS = [
     ["Total", "-----", None, None],                                             # 4: structural label, no number
     ["-----", "-----", "-----", None],                                          # 5: separators
     [None, None, 12, 3.5],                                                      # 6: min_words (headers describe it)
-    ["Bolt", "steel", 3, None],                                                 # 7: min_words (6 words)
+    ["Bolt", "steel", 3, None],                                                 # 7: 6 words, but a record: kept
     ["Gear", " ".join(["tooth"] * 250), 9, None],                               # 8: max_words
     ["Chapter 1", "Section 2", None, None],                                     # 9: structural labels only
+    [None, "see the", "notes", None],                                           # 10: min_words (a note, no record)
 ]
 
 
@@ -19,9 +20,13 @@ def test_each_filter_rule_records_its_reason(tmp_path, plain):
     rows = chunks(book(tmp_path / "filters.xlsx", {"Parts": FILTER_ROWS}), plain)
     by_row = {r["row"]: r for r in rows}
     assert not by_row[2]["omitted"] and by_row[2]["omit_reason"] is None
+    # Under excel.min_words, but a record of its table (jobs.excel.records): kept.
+    assert not by_row[7]["omitted"] and by_row[7]["text"] == "Item: Bolt; Description: steel; Amount: 3"
     expect = {
         3: ("fragment", "min_fields: 1 non-empty cell(s), fewer than excel.min_fields=2"),
-        7: ("fragment", "min_words: 6 words, fewer than excel.min_words=8"),
+        10: ("fragment", "min_words: 5 words, fewer than excel.min_words=8; not a record of its table: it starts in "
+                         "column B (Description), where the table's other rows hold values, not the names they "
+                         "start with"),
         4: ("context_dead", "structural: its only text is 'Total', matching excel.structural_patterns"),
         5: ("context_dead", "structural: only separators ('-----', '-----', '-----'), matching excel.structural_patterns"),
         8: ("too_long", "max_words: 255 words, more than excel.max_words=200"),

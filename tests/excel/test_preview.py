@@ -19,8 +19,13 @@ def test_preview_shows_header_template_rows_and_discards(tmp_path):
     out = preview(READXL / "datasets.xlsx", sheet="chickwts", n=1, excel=ExcelConfig(templates_dir=tmp_path),
                   quality=QualityConfig())
     assert "mtcars" not in out and "template: fallback" in out
-    assert "rows: 0 rendered, 71 discarded" in out
-    assert "    row 2: min_words: 4 words, fewer than excel.min_words=8\n      weight: 179; feed: horsebean" in out
+    # 4 words a row, under excel.min_words, but records of their table (jobs.excel.records).
+    assert "rows: 71 rendered, 0 discarded\n  first 1 rendered:\n    row 2: weight: 179; feed: horsebean\n" in out
+    out = preview(READXL / "deaths.xlsx", sheet="arts", n=3, excel=ExcelConfig(templates_dir=tmp_path),
+                  quality=QualityConfig())
+    assert ("    row 18: min_words: 6 words, fewer than excel.min_words=8; not a record of its table: it starts in "
+            "column C (Age), where the table's other rows hold values, not the names they start with\n"
+            "      Age: at the; Has kids: bottom,") in out
     with pytest.raises(ValueError, match="no visible sheet named 'nope'; sheets: mtcars, chickwts, quakes"):
         preview(READXL / "datasets.xlsx", sheet="nope", excel=ExcelConfig(), quality=QualityConfig())
 

@@ -56,7 +56,8 @@ def test_csv_takes_the_same_row_pipeline(tmp_path, plain):
     assert [(r["sheet"], r["row"]) for r in rows] == [("passes", 2), ("passes", 3)]
     assert rows[0]["text"] == "Pass: Tioga; State: California; Connects: Yosemite Valley and Mono Lake; Altitude (m): 3031"
     assert rows[0]["heading_path"] == ["passes.csv", "passes"] and not rows[0]["omitted"]
-    assert rows[1]["omit_reason"] == "min_words: 7 words, fewer than excel.min_words=8"
+    assert rows[1]["omit_reason"] == ("min_words: 7 words, fewer than excel.min_words=8; not shown to be a record of "
+                                      "its table: 1 other row(s) of the table near it to compare it with, fewer than 2")
 
 
 def _csv(path, text: str, plain) -> list[dict]:
