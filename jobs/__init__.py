@@ -20,8 +20,11 @@ __version__ = "0.1.0"
 # but the page's text. "12": a heading in a list item is the item's text, not a section; `> q` over `===`
 # is one quote; a long front-matter description is cut to the window as body text is; a CSV whose header
 # line holds no delimiter is one column (jobs/excel/reader.py csv_dialect); Excel numbers round halves away
-# from zero; a "Total" row with its figures is embedded (jobs/excel/filters.py).
-PIPELINE_VERSION = "12"
+# from zero; a "Total" row with its figures is embedded (jobs/excel/filters.py). "13": Excel rows under
+# indented labels carry their parents' labels (jobs/excel/context.py); header lines tied by a corner cell
+# merged down over them (up to four) and labels centred across a selection head their columns
+# (jobs/excel/tables.py, reader.py); a short row that is a record of its table is kept (jobs/excel/records.py).
+PIPELINE_VERSION = "13"
 
 # The Python API (jobs/api.py), imported on first use: Ray workers import this package for every stage
 # and need none of it.

@@ -9,6 +9,12 @@ row's leading cells are carried — the first and the text cells right after it,
 they are text or a year — never a value cell; only into a row whose other cells are of the kinds
 above them (a note written across a table's last rows is no group row); and never in a table
 without a header (a blank there says nothing about the rows above).
+
+Tables that indent their row labels say the same by indenting: `Men, 16 years and over` over `16 to 19
+years` (one step in) over `16 to 17 years` (two): a row whose label is indented carries the labels of the
+rows above it that are less indented, its parents (`Men, 16 years and over › 16 to 19 years › 16 to 17
+years`), so the men's rows do not read as the women's. A lone label line counts as a parent too (`Women,
+16 years and over` over `Married, spouse present`); a table without indented labels is read as before.
 """
 
 from __future__ import annotations
@@ -58,6 +64,8 @@ class RowContext:
         self.section: str | None = None
         self.lead: int | None = None  # the table's row-header column: where its rows start
         self.kinds: list[int] = []  # the last data row's cell kinds
+        self.parents: list[tuple[int, str]] = []  # (indent, label) of the rows an indented label is under
+        self.under: list[str] = []  # the last labelled row's parents: a row that takes its label from above
 
     def apply(self, row: Row) -> tuple[Row, str | None]:
         """(the row with its group labels filled in, the section heading it or None)."""
@@ -68,25 +76,43 @@ class RowContext:
             return row, None
         first = filled[0]
         if self._section_line(row, filled):
-            self.section, self.above = format_value(row.values[first]), {}
+            self.section, self.above, self.parents, self.under = format_value(row.values[first]), {}, [], []
             self.counts["excel_section_lines"] += 1
             return row, None
+        parents = self._parents(row, first)
         if len(filled) < 2:
             return row, self.section
+        if parents:
+            self.counts["excel_rows_given_parents"] += 1
+        section = SEPARATOR.join(x for x in (self.section, *parents) if x) or None
         values, formats = list(row.values), list(row.formats)
         if self._continues(row, filled):
             for c in range(first):
                 if c in self.above and values[c] is None:
                     values[c], formats[c] = self.above[c]
         if values != row.values:
-            row = Row(row.number, values, formats, row.spans)
+            row = Row(row.number, values, formats, row.spans, row.indents)
             self.counts["excel_rows_given_group_labels"] += 1
             first = next(c for c, k in enumerate(row.kinds) if k)
         self.lead = first if self.lead is None else min(self.lead, first)
         self.kinds = list(row.kinds)
         self.above = {c: (row.values[c], row.formats[c]) for c in leading_names([bool(k) for k in row.kinds], row.kinds)
                       if row.kinds[c] == TEXT or year_like(row.values[c])}
-        return row, self.section
+        return row, section
+
+    def _parents(self, row: Row, first: int) -> list[str]:
+        """The labels this row's label is indented under, and the row noted as a parent of those below it. A
+        row whose label column is blank, or repeats the label above, is under what the row above was."""
+        label = format_value(row.values[first]) if row.kinds[first] == TEXT else ""
+        if (self.lead is not None and first > self.lead) or (label and self.parents and label == self.parents[-1][1]):
+            return self.under  # its label is the row's above (a vertical merge repeats it, unindented)
+        level = row.indent(first)
+        while self.parents and self.parents[-1][0] >= level:
+            self.parents.pop()
+        self.under = [text for _, text in self.parents]
+        if label and word_count(label) <= _SECTION_WORDS and not _FOOTNOTE.match(label):
+            self.parents.append((level, label))
+        return self.under
 
     def _continues(self, row: Row, filled: list[int]) -> bool:
         """Does the row go on the pattern of the one above, cell kind for cell kind (most of them): a note

@@ -53,6 +53,47 @@ def _kind(value) -> int:
     return TYPED
 
 
+def indent_level(value, alignment_indent: float = 0) -> int:
+    """How far a text cell is indented, comparable between the rows of one sheet: Excel's indent (the
+    alignment's `indent`, in steps) before leading spaces, two of which make a step (CSV exports indent
+    with spaces; one stray space is not a level)."""
+    if not isinstance(value, str):
+        return 0
+    spaces = len(value) - len(value.lstrip(" \u00a0"))
+    return int(alignment_indent or 0) * 100 + spaces // 2
+
+
+def _first_indents(values: list, cells=None) -> tuple:
+    """The indents tuple of a row: its first filled cell's level, when that is text and indented."""
+    for i, v in enumerate(values):
+        if v is None:
+            continue
+        alignment = getattr(cells[i], "alignment", None) if cells is not None else None
+        level = indent_level(v, getattr(alignment, "indent", 0) if alignment is not None else 0)
+        return (0,) * i + (level,) if level else ()
+    return ()
+
+
+def _centred_spans(values: list, cells) -> list[tuple[int, int]]:
+    """Excel's "centre across selection": a label whose alignment is centerContinuous, and the empty
+    cells after it that share that alignment, show as one cell over their columns, as a merge does (a
+    group label over its columns in a header line). Only a text cell with an empty one after it is
+    looked at: each look-up reads the cell's style."""
+    out = []
+    for i, v in enumerate(values):
+        if not isinstance(v, str) or i + 1 >= len(cells) or (i + 1 < len(values) and values[i + 1] is not None):
+            continue
+        if getattr(getattr(cells[i], "alignment", None), "horizontal", None) != "centerContinuous":
+            continue
+        last = i
+        while (last + 1 < len(cells) and (last + 1 >= len(values) or values[last + 1] is None)
+               and getattr(getattr(cells[last + 1], "alignment", None), "horizontal", None) == "centerContinuous"):
+            last += 1
+        if last > i:
+            out.append((i, last))
+    return out
+
+
 def _normalize(value):
     if isinstance(value, str):
         stripped = value.strip()
@@ -62,13 +103,15 @@ def _normalize(value):
 
 @dataclass(eq=False)
 class Row:
-    """One sheet row: cell values (None = empty), their number formats, and the horizontal merged ranges
-    that cross it as (first, last) 0-based columns."""
+    """One sheet row: cell values (None = empty), their number formats, the horizontal merged ranges
+    that cross it as (first, last) 0-based columns, and how far its first cell is indented (`indent_level`:
+    published tables show a row's parent by indenting its children's labels)."""
 
     number: int
     values: list
     formats: list
     spans: tuple = ()
+    indents: tuple = ()  # per column; the first filled cell's only
     kinds: list = field(init=False)
 
     def __post_init__(self):
@@ -84,6 +127,9 @@ class Row:
 
     def kind(self, col: int) -> int:
         return self.kinds[col] if col < len(self.kinds) else EMPTY
+
+    def indent(self, col: int) -> int:
+        return self.indents[col] if col < len(self.indents) else 0
 
     def key(self) -> tuple:
         return tuple(format_value(v).casefold() for v in self.values)
@@ -171,7 +217,7 @@ class _Merges:
         self.pending = deque(ranges)  # sorted by first row
         self.active: list[list] = []  # [min_col, min_row, max_col, max_row, value, fmt]
 
-    def row(self, number: int, values: list, formats: list) -> Row:
+    def row(self, number: int, values: list, formats: list, indents: tuple = ()) -> Row:
         while self.pending and self.pending[0][1] <= number:
             c1, r1, c2, r2 = self.pending.popleft()
             if r2 < number:
@@ -192,7 +238,7 @@ class _Merges:
                 if values[i] is None:
                     values[i], formats[i] = value, fmt
         self.active = [a for a in self.active if a[3] > number]
-        return Row(number, values, formats, tuple(spans))
+        return Row(number, values, formats, tuple(spans), indents)
 
 
 def _trimmed(values: list, formats: list) -> tuple[list, list]:
@@ -215,12 +261,19 @@ def _sheet_rows(ws, merges: _Merges) -> Iterator[Row]:
             if cells is None:
                 return
             values = [getattr(c, "value", None) for c in cells]
-            # Read-only cells look their style up on access; only non-empty cells need a format.
+            # Read-only cells look their style up on access; only non-empty cells need a format, and only the
+            # first one its alignment.
             formats = [c.number_format if v is not None else None for c, v in zip(cells, values)]
+            values, formats = _trimmed(values, formats)
+            indents = _first_indents(values, cells)
+            centred = _centred_spans(values, cells)
         except Exception as exc:
             raise _unreadable(exc) from exc
         number += 1
-        yield merges.row(number, *_trimmed(values, formats))
+        row = merges.row(number, values, formats, indents)
+        if centred:
+            row.spans = tuple(sorted({*row.spans, *centred}))
+        yield row
 
 
 def _workbook_sheets(path: Path, cfg: ExcelConfig, counts: Counter,
@@ -349,7 +402,7 @@ def _csv_sheets(path: Path, cfg: ExcelConfig, counts: Counter) -> Iterator[tuple
                 if one_column and len(record) > 1:  # the separator's character in a value: still one column
                     record = [_OneColumn.delimiter.join(record)]
                 values, formats = _trimmed(list(record), [None] * len(record))
-                yield Row(number, values, formats)
+                yield Row(number, values, formats, (), _first_indents(values))
 
     # Excel names a CSV file's only sheet after the file; so does this.
     yield path.stem, rows()

@@ -35,6 +35,9 @@ _MAX_HEADER_ROWS = 2  # a header line plus one parent line; 3 took readxl key/va
 # Merged cells are deliberate grouping: a line of them may sit above two others (ABS: Response clear ›
 # Yes › no.). Unmerged text is not trusted that far (readxl's key/value rows).
 _MAX_MERGED_HEADER_ROWS = 3
+# A row-header cell merged down over the lines (`Characteristic`, `Description`) ties them into one header
+# as firmly as merged parents do, a line more: place over group over measure over unit (Census, BLS).
+_MAX_CORNER_HEADER_ROWS = 4
 _EVIDENCE_ROWS = 5  # rows below a candidate header that are looked at for typed values
 # Longer cells are notes or data, not column names. Published tables name columns at length ("Rate of all
 # reported non-fatal injuries per 100,000 employees", 19 words), so the bound is loose; the evidence
@@ -204,16 +207,28 @@ def _groups(parent: Row, child: Row) -> bool:
     return any(c2 > c1 and not named <= set(range(c1, c2 + 1)) for c1, c2 in parent.spans)
 
 
+def _same_corner(line: Row, header: Row) -> bool:
+    """Does `line` hold the header's first label in the same column: a row-header cell (`Characteristic`)
+    merged down over the whole header block, which ties its lines together as merged parents do."""
+    first = next((c for c, k in enumerate(header.kinds) if k), None)
+    return (first is not None and header.kinds[first] == TEXT and line.kind(first) == TEXT
+            and not any(line.kinds[:first]) and line.values[first] == header.values[first])
+
+
 def _header_top(window: list[Row], h: int) -> int:
     """First line of the header ending at h: a parent line directly above joins it when the header block
-    starts a block (blank row, title or window start above it)."""
+    starts a block (blank row, title or window start above it), or when the header's corner cell is merged
+    down over both."""
     top = h
-    while top > 0 and (h - top < _MAX_HEADER_ROWS - 1 or (h - top < _MAX_MERGED_HEADER_ROWS - 1 and window[top - 1].spans)):
+    while top > 0:
         above = window[top - 1]
-        if above.blank or not _groups(above, window[top]):
+        most = (_MAX_CORNER_HEADER_ROWS if _same_corner(above, window[h]) else
+                _MAX_MERGED_HEADER_ROWS if above.spans else _MAX_HEADER_ROWS)
+        if h - top >= most - 1 or above.blank or not _groups(above, window[top]):
             break
         top -= 1
-    if top < h and top > 0 and not (window[top - 1].blank or _title_like(window[top - 1])):
+    if top < h and top > 0 and not (window[top - 1].blank or _title_like(window[top - 1])
+                                    or _same_corner(window[top], window[h])):
         return h  # text written above a header, not a parent line of it
     return top
 
@@ -378,7 +393,8 @@ class Table:
 
 def header_labels(lines: list[Row]) -> list[str]:
     """Per column, the header lines joined as `Parent › Child`. A merged header cell covers its range; an
-    unmerged parent label covers the run of adjacent named columns under it when it is the only one there."""
+    unmerged parent label covers the run of adjacent named columns under it when it is the only one there.
+    A label centred across a selection of cells reads as merged over them (jobs.excel.reader)."""
     ncols = max(len(line.values) for line in lines)
     grid: list[list[str]] = []
     for line in lines:
@@ -394,7 +410,8 @@ def header_labels(lines: list[Row]) -> list[str]:
     child = grid[-1]
     for texts, line in zip(grid[:-1], lines[:-1]):
         merged = {c for c1, c2 in line.spans for c in range(c1, c2 + 1)}
-        own = [c for c in range(ncols) if texts[c] and c not in merged]
+        # The corner's own label merged down the header block (`Characteristic` on every line) heads no group.
+        own = [c for c in range(ncols) if texts[c] and c not in merged and texts[c] != child[c]]
         for c in own:
             if not child[c]:
                 continue

@@ -69,3 +69,62 @@ def test_english_housing_survey_sections_head_their_rows(plain):
     assert rows[8]["text"].startswith("household composition › couple under 60; non-decent: 13.7;")
     assert rows[17]["text"].startswith("income groups › 1st quintile (lowest); non-decent: 19.7;")
     assert rows[10]["omit_reason"].startswith("min_fields")  # the section line itself is no row
+
+
+def _indented(path, rows: list[list], indents: dict[int, int], merges: tuple[str, ...] = ()):
+    """A workbook of `rows` whose first cells are indented by Excel's alignment: {row number: steps}."""
+    import openpyxl
+    from openpyxl.styles import Alignment
+
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.title = "Table 22"
+    for r in rows:
+        ws.append(r)
+    for number, steps in indents.items():
+        ws.cell(number, 1).alignment = Alignment(indent=steps)
+    for ref in merges:
+        ws.merge_cells(ref)
+    wb.save(path)
+    return path
+
+
+def test_an_indented_label_carries_the_labels_it_is_indented_under(tmp_path, plain):
+    # BLS CPS Table 22's shape: the men's and women's age groups share their labels, told apart by indenting
+    # them under `Men, 16 years and over` and `Women, …`; a lone `Women, …` line heads the rows below it.
+    path = _indented(tmp_path / "cps.xlsx", [
+        ["Characteristic", "Total at work", "Part time"],
+        ["Men, 16 years and over", 79848, 13968],
+        ["16 to 19 years", 2607, 1738],
+        ["16 to 17 years", 959, 820],
+        ["20 years and over", 77241, 12230],
+        ["Women, 16 years and over", None, None],
+        ["16 to 19 years", 2653, 2070]], {3: 1, 4: 2, 5: 1, 7: 1})
+    rows = chunks(path, plain)
+    texts = {r["row"]: r["text"] for r in rows if r["omit_reason"] is None}
+    assert texts[2] == "Characteristic: Men, 16 years and over; Total at work: 79848; Part time: 13968"
+    assert texts[3] == "Characteristic: Men, 16 years and over › 16 to 19 years; Total at work: 2607; Part time: 1738"
+    assert texts[4].startswith("Characteristic: Men, 16 years and over › 16 to 19 years › 16 to 17 years;")
+    assert texts[5].startswith("Characteristic: Men, 16 years and over › 20 years and over;")
+    assert texts[7].startswith("Characteristic: Women, 16 years and over › 16 to 19 years;")
+    assert json.loads(rows[0]["doc_stats"])["excel_rows_given_parents"] == 4
+
+
+def test_a_merged_indented_label_over_its_years_is_one_parent_not_a_chain_of_siblings(tmp_path, plain):
+    # FBI crime table's shape: each state indented under its division, merged down over its two years.
+    path = _indented(tmp_path / "crime.xlsx", [
+        ["Area", "Year", "Population"],
+        ["New England", 2015, 14710229],
+        ["Connecticut", 2015, 3584730], [None, 2016, 3576452],
+        ["Maine", 2015, 1329453], [None, 2016, 1331479]], {3: 1, 5: 1}, merges=("A3:A4", "A5:A6"))
+    texts = [r["text"].split(";")[0] for r in chunks(path, plain) if r["omit_reason"] is None]
+    assert texts == ["Area: New England", "Area: New England › Connecticut", "Area: New England › Connecticut",
+                     "Area: New England › Maine", "Area: New England › Maine"]
+
+
+def test_labels_indented_with_spaces_count_two_to_a_step_and_tables_without_indents_are_as_before(tmp_path, plain):
+    path = tmp_path / "areas.csv"
+    path.write_text("Area,Households,Vacant\nNorth,5000,120\n  Leeds,2100,40\n York,900,15\n")
+    texts = [r["text"] for r in chunks(path, plain) if r["omit_reason"] is None]
+    assert texts[1].startswith("Area: North › Leeds;")
+    assert texts[2].startswith("Area: York;")  # one stray space is not a step: York is no child of North

@@ -242,3 +242,37 @@ def test_a_header_repeated_inside_the_data_is_never_a_row(tmp_path, plain):
     rows = chunks(path, plain)
     assert [r["row"] for r in rows] == [2, 3, 5] and rows[2]["text"] == "Area: Scotland; Year: 2001; Deaths: 7"
     assert json.loads(rows[0]["doc_stats"])["excel_repeated_headers_skipped"] == 1
+
+
+def test_a_corner_merged_down_ties_three_header_lines_and_centred_labels_head_their_columns(tmp_path):
+    # BLS CPS Table 22's shape: `Characteristic` merged down the header block, a note line above it, group
+    # labels centred across their columns (Excel's "centre across selection", not a merge).
+    from openpyxl.styles import Alignment
+
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.title = "cps"
+    for r in (["[Numbers in thousands]"], [],
+              ["Characteristic", "Total at work", "Worked 1 to 34 hours", None, "Average hours", None],
+              [None, None, "Total", "For economic reasons", "Total at work", "Persons who usually work full time"],
+              ["Men", 79848, 13968, 2126, 40.4, 42.8], ["Women", 70025, 19712, 1745, 36.5, 40.8]):
+        ws.append(r)
+    ws.merge_cells("A3:A4")
+    ws.merge_cells("B3:B4")
+    for ref in ("C3", "D3", "E3", "F3"):
+        ws[ref].alignment = Alignment(horizontal="centerContinuous")
+    wb.save(tmp_path / "cps.xlsx")
+    tables = _tables(tmp_path / "cps.xlsx", ExcelConfig())
+    assert tables[0][2] == ["Characteristic", "Total at work", "Worked 1 to 34 hours › Total",
+                            "Worked 1 to 34 hours › For economic reasons", "Average hours › Total at work",
+                            "Average hours › Persons who usually work full time"]
+    assert [t[4] for t in tables] == [5, 6]
+
+
+def test_a_label_left_of_empty_cells_without_centring_heads_only_its_own_column(tmp_path):
+    path = book(tmp_path / "plain.xlsx", {"s": [
+        ["Area", "Counts", None, "Rates", None],
+        [None, "Men", "Women", "Men", "Women"],
+        ["North", 10, 12, 0.5, 0.6]]})
+    headers = _tables(path, ExcelConfig())[0][2]
+    assert headers[1] == "Counts › Men" and headers[2] == "Women"  # no merge, no centring: nothing says more
