@@ -23,7 +23,8 @@ __version__ = "0.1.0"
 # from zero; a "Total" row with its figures is embedded (jobs/excel/filters.py). "13": Excel rows under
 # indented labels carry their parents' labels (jobs/excel/context.py); header lines tied by a corner cell
 # merged down over them (up to four) and labels centred across a selection head their columns
-# (jobs/excel/tables.py, reader.py); a short row that is a record of its table is kept (jobs/excel/records.py).
+# (jobs/excel/tables.py, reader.py); a short row that is a record of its table is kept (jobs/excel/records.py);
+# a table's title is its caption with the units under it, not the notes around it, and `key: value` lines.
 PIPELINE_VERSION = "13"
 
 # The Python API (jobs/api.py), imported on first use: Ray workers import this package for every stage

@@ -28,6 +28,7 @@ from jobs.excel.cells import SEPARATOR, clean_header, clean_label, is_missing, u
 from jobs.excel.formats import format_value
 from jobs.excel.reader import TEXT, TYPED, Row
 from jobs.excel.templates import Template, file_matches, sheet_matches
+from jobs.excel.titles import UNIT_LINE, table_title
 
 __all__ = ["Table", "header_labels", "pinned_header", "split_tables", "year_like"]
 
@@ -54,8 +55,6 @@ _UNIT_SIGN = re.compile(r"\s*[%‰$£€¥#]\s*")  # a unit line's cells (`no. |
 _MAX_ATTRIBUTE_ROWS = 12
 _ATTRIBUTE_KEY_WORDS = 4
 _UNIT_KEY = re.compile(r"(?:pre\s*)?units?(?:\s+of\s+measure(?:ment)?)?", re.I)
-# A units line with no letter in it: an index base (`2018=100`) or a unit sign alone.
-_UNIT_LINE = re.compile(r"\s*(?:\(?(?:19|20)\d\d\s*=\s*100\)?|[%‰$£€¥])\s*")
 # A band heading a column (`85+`, `0-4`, `<5`, `10–19`): ages and sizes, named by numbers.
 _BAND = re.compile(r"\s*[<>≤≥]?\s*\d{1,3}\s*(?:\+|[-–]\s*\d{1,3})?\s*")
 
@@ -104,7 +103,7 @@ def _title_like(row: Row) -> bool:
     if len(filled) != 1:
         return False
     shown = format_value(filled[0][0])
-    return word_count(shown) <= _TITLE_WORDS if filled[0][1] == TEXT else bool(_UNIT_LINE.fullmatch(shown))
+    return word_count(shown) <= _TITLE_WORDS if filled[0][1] == TEXT else bool(UNIT_LINE.fullmatch(shown))
 
 
 def _evidence(window: list[Row], h: int) -> int:
@@ -359,18 +358,6 @@ def _with_units(table: Table, attributes: list[Row]) -> None:
                 table.headers[c] = f"{table.headers[c]} ({unit})"
 
 
-def _title(window: list[Row], top: int) -> tuple[str | None, int]:
-    """(title, rows used): up to two one-cell rows right above the header, blank rows between allowed."""
-    i = top - 1
-    while i >= 0 and window[i].blank:
-        i -= 1
-    lines: list[str] = []
-    while i >= 0 and len(lines) < 2 and _title_like(window[i]):
-        lines.insert(0, format_value(next(v for v in window[i].values if v is not None)))
-        i -= 1
-    return (": ".join(lines) or None), len(lines)
-
-
 @dataclass
 class Table:
     sheet: str
@@ -487,7 +474,7 @@ def split_tables(rows: Iterator[Row], sheet: str, *, scan: int, pin: int | None 
         if h is not None:
             h = _settle(window, h)
             top = _header_top(window, h)
-            title, _ = _title(window, top)
+            title, _ = table_title(window, top)
             counts["excel_rows_above_headers"] += sum(1 for r in window[:top] if not r.blank)
             number += 1
             table, previous = _make_table(sheet, number, window[top:h + 1], title), None
@@ -538,7 +525,7 @@ def _pinned_tables(rows: Iterator[Row], sheet: str, pin: int, counts: Counter) -
                 counts["excel_rows_above_headers"] += not row.blank
                 continue
             window = list(recent)
-            table = _make_table(sheet, 1, [row], _title(window, len(window))[0])
+            table = _make_table(sheet, 1, [row], table_title(window, len(window))[0])
             table.why, table.pinned = f"excel.header_rows: row {pin}", True
             continue
         if not row.blank:

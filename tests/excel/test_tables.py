@@ -65,7 +65,7 @@ def test_merged_header_cells_are_filled_across(tmp_path, plain):
 def test_merged_group_headers_and_several_tables_on_one_sheet(plain):
     rows = chunks(UNSTRUCTURED / "2023-half-year-analyses-by-segment.xlsx", plain)
     other = on_sheet(rows, "OS-Other information 30 06 2023")
-    assert other[0]["row"] == 9 and other[0]["heading_path"][-1] == "Other information"
+    assert other[0]["row"] == 9 and other[0]["heading_path"][-1] == "3. Analyses by segment: Other information"
     # Row 6 groups the columns by half-year, row 7 names them; a blank row 8 separates header and data.
     assert "January–June 2023 › Impairment of intangible assets (d): (9)" in other[0]["text"]
     assert "January–June 2022 › Impairment of intangible assets (d): (285)" in other[0]["text"]
@@ -162,7 +162,9 @@ def test_a_line_of_years_over_a_line_of_one_status_is_a_two_line_header(plain):
     assert [r["row"] for r in rows] == [7, 7, 8, 8, 9, 9]
     assert rows[0]["text"].startswith("1. General public services; 1998-99 › outturn: 46.3; 1999-00 › outturn: 44.1;")
     assert rows[1]["text"].startswith("1. General public services; ") and "2021-22 › outturn: 108.6" in rows[1]["text"]
-    assert rows[0]["breadcrumb"].endswith("4_2 › £ billion: accruals basis")  # the units line, with every row
+    # The caption, not only the units lines under it, with every row; the designation badge between them goes.
+    assert rows[0]["breadcrumb"].endswith("4_2 › Table 4.2 Public sector expenditure on services by function, "
+                                          "1998-99 to 2021-22: £ billion: accruals basis")
 
 
 def test_age_bands_named_by_numbers_head_their_columns(plain):
@@ -276,3 +278,4 @@ def test_a_label_left_of_empty_cells_without_centring_heads_only_its_own_column(
         ["North", 10, 12, 0.5, 0.6]]})
     headers = _tables(path, ExcelConfig())[0][2]
     assert headers[1] == "Counts › Men" and headers[2] == "Women"  # no merge, no centring: nothing says more
+
