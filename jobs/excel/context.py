@@ -14,7 +14,9 @@ Tables that indent their row labels say the same by indenting: `Men, 16 years an
 years` (one step in) over `16 to 17 years` (two): a row whose label is indented carries the labels of the
 rows above it that are less indented, its parents (`Men, 16 years and over › 16 to 19 years › 16 to 17
 years`), so the men's rows do not read as the women's. A lone label line counts as a parent too (`Women,
-16 years and over` over `Married, spouse present`); a table without indented labels is read as before.
+16 years and over` over `Married, spouse present`), section lines nest by their indent (`NUMBER OF
+EMPLOYEES ('000)` over an indented `Males`), and a total is no child of the row above it nor, where it
+closes a group, a parent of the row below; a table without indented labels is read as before.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ _SECTION_WORDS = 12  # a section line is a label; a longer lone cell is a note
 # A lone cell that is a footnote, not a section: `(a) Includes …`, `[note 3]`, `* …`, `1. …`, `Source: …`
 _FOOTNOTE = re.compile(r"\s*(?:\(\w{1,3}\)|\[|[*†‡]|\d{1,2}[.)]\s|(?:notes?|sources?|footnotes?)\b)", re.I)
 _SAME_KINDS = 0.8  # a row whose blank leading cells are a group's: its other cells are of the kinds above
+_TOTAL = re.compile(r"\s*(?:total|all)\b|.*\btotals?\s*$", re.I)  # `Total, 16 years and over`, `Fruit total`
 
 
 def leading_names(filled: list[bool], kinds: list[int] | None) -> list[int]:
@@ -61,11 +64,13 @@ class RowContext:
         self.counts = counts if counts is not None else Counter()
         self.named = named  # does the header name column c
         self.above: dict[int, tuple] = {}  # column -> (value, number format) of the last row-header cell there
-        self.section: str | None = None
         self.lead: int | None = None  # the table's row-header column: where its rows start
         self.kinds: list[int] = []  # the last data row's cell kinds
-        self.parents: list[tuple[int, str]] = []  # (indent, label) of the rows an indented label is under
+        # (indent, label, is a section line) of what the next row may be under: section lines head the rows
+        # of their own indent too, a row only those indented further
+        self.stack: list[tuple[int, str, bool]] = []
         self.under: list[str] = []  # the last labelled row's parents: a row that takes its label from above
+        self.level: int | None = None  # the last labelled row's indent
 
     def apply(self, row: Row) -> tuple[Row, str | None]:
         """(the row with its group labels filled in, the section heading it or None)."""
@@ -76,15 +81,18 @@ class RowContext:
             return row, None
         first = filled[0]
         if self._section_line(row, filled):
-            self.section, self.above, self.parents, self.under = format_value(row.values[first]), {}, [], []
+            level = row.indent(first)
+            self._pop(level, sections=True)
+            self.stack.append((level, format_value(row.values[first]), True))
+            self.above, self.under, self.level = {}, [], level
             self.counts["excel_section_lines"] += 1
             return row, None
-        parents = self._parents(row, first)
+        parents = self._parents(row, first, lone=len(filled) < 2)
+        section = SEPARATOR.join(label for label, _ in parents) or None
         if len(filled) < 2:
-            return row, self.section
-        if parents:
+            return row, section
+        if any(not is_section for _, is_section in parents):
             self.counts["excel_rows_given_parents"] += 1
-        section = SEPARATOR.join(x for x in (self.section, *parents) if x) or None
         values, formats = list(row.values), list(row.formats)
         if self._continues(row, filled):
             for c in range(first):
@@ -100,18 +108,31 @@ class RowContext:
                       if row.kinds[c] == TEXT or year_like(row.values[c])}
         return row, section
 
-    def _parents(self, row: Row, first: int) -> list[str]:
-        """The labels this row's label is indented under, and the row noted as a parent of those below it. A
-        row whose label column is blank, or repeats the label above, is under what the row above was."""
+    def _pop(self, level: int, sections: bool) -> None:
+        """Off the stack: what is indented further than `level`, and what is at it (section lines only when
+        `sections`: a new section line replaces the one at its indent, a row only the row before it)."""
+        while self.stack:
+            indent, _, is_section = self.stack[-1]
+            if indent < level or (indent == level and is_section and not sections):
+                break
+            self.stack.pop()
+
+    def _parents(self, row: Row, first: int, lone: bool) -> list[tuple[str, bool]]:
+        """(label, is a section line) of what this row is under: the section lines above it and the less
+        indented rows; the row then noted as a parent of those below it. A row whose label column is blank is
+        under what the row above was. A total (`Total`, `All …`, `… total`) is under its section lines only,
+        never a row above it, and one that ends a more indented group heads nothing."""
+        if self.lead is not None and first > self.lead:
+            return self.under
         label = format_value(row.values[first]) if row.kinds[first] == TEXT else ""
-        if (self.lead is not None and first > self.lead) or (label and self.parents and label == self.parents[-1][1]):
-            return self.under  # its label is the row's above (a vertical merge repeats it, unindented)
         level = row.indent(first)
-        while self.parents and self.parents[-1][0] >= level:
-            self.parents.pop()
-        self.under = [text for _, text in self.parents]
-        if label and word_count(label) <= _SECTION_WORDS and not _FOOTNOTE.match(label):
-            self.parents.append((level, label))
+        total = bool(_TOTAL.match(label))
+        closing = total and self.level is not None and level < self.level
+        self._pop(level, sections=False)
+        self.under = [(text, is_section) for _, text, is_section in self.stack if is_section or not total]
+        self.level = level
+        if label and not closing and word_count(label) <= _SECTION_WORDS and not (lone and _FOOTNOTE.match(label)):
+            self.stack.append((level, label, False))
         return self.under
 
     def _continues(self, row: Row, filled: list[int]) -> bool:

@@ -53,23 +53,32 @@ def _kind(value) -> int:
     return TYPED
 
 
-def indent_level(value, alignment_indent: float = 0) -> int:
+def indent_level(value, alignment_indent: float = 0, spaces: bool = True) -> int:
     """How far a text cell is indented, comparable between the rows of one sheet: Excel's indent (the
-    alignment's `indent`, in steps) before leading spaces, two of which make a step (CSV exports indent
-    with spaces; one stray space is not a level)."""
+    alignment's `indent`, in steps) before leading spaces, two a step from three on (one or two are a stray
+    space, not a level). `spaces` False: a CSV file's leading spaces are padding as often as indents."""
     if not isinstance(value, str):
         return 0
-    spaces = len(value) - len(value.lstrip(" \u00a0"))
-    return int(alignment_indent or 0) * 100 + spaces // 2
+    pad = len(value) - len(value.lstrip(" \u00a0")) if spaces else 0
+    return int(alignment_indent or 0) * 100 + (pad // 2 if pad >= 3 else 0)
+
+
+# Excel indents text from the side it is aligned to: only a left-aligned label's indent is a level.
+_LEFT = {None, "general", "left", "justify", "distributed"}
 
 
 def _first_indents(values: list, cells=None) -> tuple:
-    """The indents tuple of a row: its first filled cell's level, when that is text and indented."""
+    """The indents tuple of a row: its first filled cell's level, when that is text and indented. Without
+    `cells` (a CSV row) leading spaces do not count."""
     for i, v in enumerate(values):
         if v is None:
             continue
-        alignment = getattr(cells[i], "alignment", None) if cells is not None else None
-        level = indent_level(v, getattr(alignment, "indent", 0) if alignment is not None else 0)
+        steps = 0
+        if cells is not None:
+            alignment = getattr(cells[i], "alignment", None)
+            if alignment is not None and getattr(alignment, "horizontal", None) in _LEFT:
+                steps = getattr(alignment, "indent", 0) or 0
+        level = indent_level(v, steps, spaces=cells is not None)
         return (0,) * i + (level,) if level else ()
     return ()
 
@@ -210,12 +219,13 @@ def formula_note(sheet: str, count: int) -> str:
 
 
 class _Merges:
-    """Fills merged cells while rows stream: a vertical merge repeats its value down the first column (a
-    category merged over its rows belongs to each), a horizontal one is reported as a span (used for headers)."""
+    """Fills merged cells while rows stream: a vertical merge repeats its value (and its indent) down the
+    first column (a category merged over its rows belongs to each), a horizontal one is reported as a span
+    (used for headers)."""
 
     def __init__(self, ranges: list[tuple[int, int, int, int]]):
         self.pending = deque(ranges)  # sorted by first row
-        self.active: list[list] = []  # [min_col, min_row, max_col, max_row, value, fmt]
+        self.active: list[list] = []  # [min_col, min_row, max_col, max_row, value, fmt, indent]
 
     def row(self, number: int, values: list, formats: list, indents: tuple = ()) -> Row:
         while self.pending and self.pending[0][1] <= number:
@@ -225,9 +235,10 @@ class _Merges:
             i = c1 - 1
             top = values[i] if r1 == number and i < len(values) else None
             fmt = formats[i] if r1 == number and i < len(formats) else None
-            self.active.append([c1, r1, c2, r2, top, fmt])
+            level = indents[i] if r1 == number and i < len(indents) else 0
+            self.active.append([c1, r1, c2, r2, top, fmt, level])
         spans = []
-        for c1, r1, c2, _r2, value, fmt in self.active:
+        for c1, r1, c2, _r2, value, fmt, level in self.active:
             if c2 > c1:
                 spans.append((c1 - 1, c2 - 1))
             i = c1 - 1
@@ -237,6 +248,8 @@ class _Merges:
                     formats.extend([None] * (i + 1 - len(formats)))
                 if values[i] is None:
                     values[i], formats[i] = value, fmt
+                    if level and not any(v is not None for v in values[:i]):  # the label a merge repeats keeps its indent
+                        indents = (0,) * i + (level,)
         self.active = [a for a in self.active if a[3] > number]
         return Row(number, values, formats, tuple(spans), indents)
 

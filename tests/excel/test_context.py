@@ -122,9 +122,52 @@ def test_a_merged_indented_label_over_its_years_is_one_parent_not_a_chain_of_sib
                      "Area: New England › Maine", "Area: New England › Maine"]
 
 
-def test_labels_indented_with_spaces_count_two_to_a_step_and_tables_without_indents_are_as_before(tmp_path, plain):
-    path = tmp_path / "areas.csv"
-    path.write_text("Area,Households,Vacant\nNorth,5000,120\n  Leeds,2100,40\n York,900,15\n")
-    texts = [r["text"] for r in chunks(path, plain) if r["omit_reason"] is None]
-    assert texts[1].startswith("Area: North › Leeds;")
-    assert texts[2].startswith("Area: York;")  # one stray space is not a step: York is no child of North
+def test_leading_spaces_from_three_on_are_steps_but_a_stray_space_and_csv_padding_are_not(tmp_path, plain):
+    # FBI crime table's states: five spaces in; `  York`: two stray ones.
+    path = book(tmp_path / "areas.xlsx", {"s": [["Area", "Households", "Vacant"], ["North", 5000, 120],
+                                                ["     Leeds", 2100, 40], ["  York", 900, 15]]})
+    texts = [r["text"].split(";")[0] for r in chunks(path, plain) if r["omit_reason"] is None]
+    assert texts == ["Area: North", "Area: North › Leeds", "Area: York"]
+    csv = tmp_path / "areas.csv"  # right-justified text pads with spaces: no level in a CSV file
+    csv.write_text("Area,Households,Vacant\n    North,5000,120\n Southwest,2100,40\n    South,900,15\n")
+    assert [r["text"].split(";")[0] for r in chunks(csv, plain)] == ["Area: North", "Area: Southwest", "Area: South"]
+
+
+def test_totals_belong_to_no_row_above_and_a_closing_total_heads_nothing(tmp_path, plain):
+    path = _indented(tmp_path / "totals.xlsx", [
+        ["Group", "Employed", "Unemployed"],
+        ["Men", None, None], ["Full time", 40, 2], ["Total", 50, 3],
+        ["Women", None, None], ["Full time", 30, 1], ["Total", 70, 4],
+        ["Total", 150, 7], ["Carrots", 5, 1]], {3: 1, 4: 1, 6: 1, 7: 1, 9: 1})
+    texts = {r["row"]: r["text"].split(";")[0] for r in chunks(path, plain) if r["omit_reason"] is None}
+    assert texts[3] == "Group: Men › Full time" and texts[7] == "Group: Total"  # not `Women › Total`
+    assert texts[8] == "Group: Total" and texts[9] == "Group: Carrots"  # the grand total closes the groups
+
+
+def test_right_aligned_indents_are_no_levels_and_numbered_labels_are_parents(tmp_path, plain):
+    import openpyxl
+    from openpyxl.styles import Alignment
+
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    for r in (["Item", "2021", "2022"], ["1. General public services", 46.3, 44.1], ["of which: debt interest", 20.1, 21.0],
+              ["Paris", 3, 4], ["Rome", 5, 6]):
+        ws.append(r)
+    ws["A3"].alignment = Alignment(indent=1)
+    ws["A5"].alignment = Alignment(horizontal="right", indent=1)
+    wb.save(tmp_path / "r.xlsx")
+    texts = {r["row"]: r["text"].split(";")[0] for r in chunks(tmp_path / "r.xlsx", plain) if r["omit_reason"] is None}
+    assert texts[3] == "Item: 1. General public services › of which: debt interest"
+    assert texts[5] == "Item: Rome"
+
+
+def test_section_lines_nest_by_their_indent(tmp_path, plain):
+    # ABS 6306.0 Table 1's shape: an unnamed row-header column; a measure's section over an indented sex's.
+    path = _indented(tmp_path / "abs.xlsx", [
+        [None, "Adult rate of pay", "Total"],
+        ["NUMBER OF EMPLOYEES ('000)", None, None], ["Males", None, None], ["Full-time employees", 3506, 4223],
+        ["AVERAGE WEEKLY TOTAL CASH EARNINGS ($)", None, None], ["Males", None, None],
+        ["Full-time employees", 1779, 1720]], {3: 1, 4: 2, 6: 1, 7: 2})
+    texts = {r["row"]: r["text"].split(";")[0] for r in chunks(path, plain) if r["omit_reason"] is None}
+    assert texts[4] == "NUMBER OF EMPLOYEES ('000) › Males › Full-time employees"
+    assert texts[7] == "AVERAGE WEEKLY TOTAL CASH EARNINGS ($) › Males › Full-time employees"

@@ -82,3 +82,24 @@ def test_a_long_table_streams_through_in_order_and_tables_are_judged_apart(tmp_p
     assert [by_row[n]["omitted"] for n in (104, 106, 107)] == [False] * 3
     assert by_row[105]["omit_reason"] == _PREFIX.format(4) + (
         "'seven' in column B (Age) is text, where 3 of the 3 other rows that fill it hold numbers, dates or booleans")
+
+
+def test_a_sheet_streams_through_holding_back_at_most_the_window():
+    """keep_short_records reads at most _NEIGHBOURS drafts ahead of the one it gives out."""
+    from types import SimpleNamespace
+
+    from jobs.excel import records
+
+    table = SimpleNamespace(headers=["Item", "Qty"], named=lambda c: c < 2)
+    pulled = []
+
+    def drafts():
+        for i in range(200):
+            pulled.append(i)
+            yield SimpleNamespace(table=table, cells=[f"thing {i}", str(i)], kinds=[1, 2], verdict=None)
+
+    out = records.keep_short_records(drafts())
+    for k in range(5):
+        next(out)
+        assert len(pulled) <= k + 1 + records._NEIGHBOURS
+    assert len(list(out)) == 195

@@ -71,7 +71,7 @@ def test_merged_group_headers_and_several_tables_on_one_sheet(plain):
     assert "January–June 2022 › Impairment of intangible assets (d): (285)" in other[0]["text"]
     segments = on_sheet(rows, "OS-Rev.and results 30 06 2023")
     titles = {r["heading_path"][-1] for r in segments if len(r["heading_path"]) == 3}
-    assert titles == {"3.1 Operating segments: Revenue and results"}
+    assert titles == {"3. Analyses by segment: 3.1 Operating segments: Revenue and results"}
     nestle_na = [r for r in segments if r["text"].startswith("In millions of CHF: Zone NA;")]
     assert [r["row"] for r in nestle_na] == [9, 24]  # one row in each of the two tables
     assert "January–June 2022 › Depreciation and amortization: (348)" in nestle_na[1]["text"]

@@ -25,7 +25,7 @@ def test_a_table_s_caption_is_its_title_with_the_units_under_it_and_not_the_note
         "Table 1.1 Supply of Energy, Australia (Petajoules), 2015-16"
 
 
-def test_without_a_caption_the_nearest_lines_that_are_not_notes_and_key_value_lines_make_the_title(tmp_path):
+def test_without_a_caption_the_three_nearest_lines_that_are_not_notes_and_key_value_lines_make_the_title(tmp_path):
     # ONS forces of nature: a long title over numbered notes and a source line.
     assert _title_of(tmp_path, [["Back to Contents"],
                                 ["Number of deaths and crude mortality rates from exposure to forces of nature by sex, "
@@ -39,5 +39,17 @@ def test_without_a_caption_the_nearest_lines_that_are_not_notes_and_key_value_li
         ["Type of data:", "Percent or rate"], ["Years:", "2000 to 2020"], [None],
         ["Year", "Jan", "Feb", "Mar"], [2019, 63.1, 63.2, 63.0], [2020, 63.4, 63.3, 62.6]]})
     assert {t[3] for t in _tables(path, ExcelConfig())} == {
-        "Original Data Value: Seasonally Adjusted; Series Id: LNS11300000; Series title: (Seas) Labor Force "
+        "Labor Force Statistics from the Current Population Survey: Original Data Value: Seasonally Adjusted; "
+        "Series Id: LNS11300000; Series title: (Seas) Labor Force "
         "Participation Rate; Type of data: Percent or rate; Years: 2000 to 2020"}
+
+
+def test_a_bare_table_number_takes_the_line_under_it_and_titles_that_only_look_like_notes_stay(tmp_path):
+    assert _title_of(tmp_path, [["Table 3"], ["Persons at work in nonagricultural industries by age, sex, race, "
+                                             "Hispanic or Latino ethnicity and marital status"]]) == \
+        ("Table 3: Persons at work in nonagricultural industries by age, sex, race, Hispanic or Latino ethnicity "
+         "and marital status")
+    assert _title_of(tmp_path, [["Sources of gross household income by region, 2021"], ["£ per week"]]) == \
+        "Sources of gross household income by region, 2021: £ per week"
+    assert _title_of(tmp_path, [["10 largest employers in the region by number of staff, 2022"]]) == \
+        "10 largest employers in the region by number of staff, 2022"
