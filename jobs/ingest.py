@@ -257,7 +257,7 @@ class _Run:
             from jobs import on_ray  # late: Ray's imports take seconds, which a small run in process does without
 
             self.on_ray = on_ray
-            self.started_ray = on_ray.start(cfg, self.documents)
+            self.started_ray = on_ray.start(cfg, self.work.counts())
         output = self._write_run_json()
         store.start_run(run_id, cfg.collection, cfg.public_dict(), self.fingerprint, output.uri)
         self.result = IngestResult(run_id, cfg.collection, self.fingerprint, plan.counts(), output_dir=output.uri,

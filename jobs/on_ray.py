@@ -78,13 +78,14 @@ def kill_worker_on(rows: list[dict], pattern: str) -> list[dict]:
     return rows
 
 
-def start(cfg: JobConfig, documents: int = 1) -> bool:
+def start(cfg: JobConfig, counts: dict[str, int]) -> bool:
     """Ray up (a local one started, or the cluster of RAY_ADDRESS joined), able to read the inputs and to
-    hold the run's actor pools for `documents`. Returns whether this process started it (then `stop` ends it)."""
+    run the actor pools for `counts` ({source type: files}). Returns whether this process started it (then
+    `stop` ends it)."""
     started = init_ray(cfg)
     try:
         check_reachable(cfg)
-        check_fits(cfg, documents)
+        check_fits(cfg, counts, refuse=started)
     except BaseException:
         if started:  # a run refused before it began leaves no Ray of its own behind (an API caller goes on)
             ray.shutdown()
@@ -130,20 +131,26 @@ def check_reachable(cfg: JobConfig) -> None:
         raise ConfigError(refusal)
 
 
-def check_fits(cfg: JobConfig, documents: int, sentences: bool = True, slot: float | None = None) -> None:
-    """Pools a local Ray can never hold are a ConfigError; on a cluster (RAY_ADDRESS), which an autoscaler may
-    grow, a warning that says what the run waits for (jobs/cluster_fit.py). The embedding pool is sized
-    as build_dataset sizes it; `slot`: the CPUs of the task that must run beside the pools (parse/chunk's
-    by default)."""
+def check_fits(cfg: JobConfig, counts: dict[str, int], refuse: bool, upstream: cluster_fit.Feed | None = None,
+               sentences: bool | None = None, others: float | None = None) -> None:
+    """A job whose actor pools this Ray can never run (jobs/cluster_fit.py): a ConfigError where `refuse`
+    (a local Ray this run started, which cannot grow), else a warning that says what the run waits for (a
+    Ray joined may be a cluster an autoscaler grows). The pools and the tasks that feed them as
+    build_dataset lays out an ingest of `counts`; a reembed gives its own `upstream`, no sentence actors
+    and its `others` for embed_layout."""
     local = not os.environ.get("RAY_ADDRESS")
     cluster = ray.cluster_resources()
-    actors, workers = embed_layout(cfg, cluster, cores_of(cluster), max(1, documents), local, others=slot)
+    documents = max(1, sum(counts.values()))
+    actors, workers = embed_layout(cfg, cluster, cores_of(cluster), documents, local, others=others)
+    if sentences is None:
+        sentences = bool(counts.get("markdown"))
+    if upstream is None:
+        upstream = cluster_fit.feed(cfg, counts, fuse_markdown(cfg, local))
     nodes = [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive")]
-    missing = cluster_fit.shortfall(cluster_fit.pools(cfg, actors, workers, sentences), nodes,
-                                    cluster_fit.task_cpus(cfg) if slot is None else slot)
+    missing = cluster_fit.shortfall(cluster_fit.pools(cfg, actors, workers, sentences), nodes, upstream)
     if missing is None:
         return
-    if local:
+    if refuse:
         raise ConfigError(f"{missing}. Lower those, or give the local Ray more (ray.num_cpus; GPUs are those "
                           "this machine has)")
     log.warning("%s. The run waits until the cluster has them (an autoscaler adding nodes); if none will come, "

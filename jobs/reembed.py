@@ -240,9 +240,12 @@ def run_reembed(cfg: JobConfig, collection: str, model: str, *, drop_old: bool =
         if ranges:
             ray_started = init_ray(cfg)
             try:
+                from jobs.cluster_fit import Feed  # late: as the Ray imports beside it
                 from jobs.on_ray import check_fits  # late: imports Ray Data
 
-                check_fits(cfg, todo, sentences=False, slot=cfg.ray.parse.num_cpus)  # its read tasks: parse's CPUs
+                # Its read tasks feed the encoders, with parse's CPUs (_fill_on_ray).
+                check_fits(cfg, {"chunks": todo}, refuse=ray_started, sentences=False, others=cfg.ray.parse.num_cpus,
+                           upstream=Feed(cfg.ray.parse.num_cpus, "ray.parse"))
                 # Progress counts from what the space holds now: the documents copied above are not this fill's.
                 stats, layout = _fill_on_ray(cfg, url, active, space, ranges, todo, store.space_size(space),
                                              store.has_reuse(space),

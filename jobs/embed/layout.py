@@ -13,7 +13,8 @@ def embed_layout(cfg: JobConfig, cluster: dict, cores: int, documents: int,
     """(actors, encoder workers per actor) of the embedding stage, from `resources.pool_size` and
     `workers_per_actor` (either may be `auto`).
 
-    On GPUs: one actor per `num_gpus` share of the GPUs the sentence actors leave, one worker each. On CPUs: one
+    On GPUs: one actor per `num_gpus` share of the GPUs the sentence actors leave, one worker each, within
+    the CPUs they leave. On CPUs: one
     single-threaded encoder per `torch_threads` cores (several single-threaded encoders beat one
     multi-threaded one, whose threads stall at every sync point when Ray's other processes take a core;
     measured alone and beside CPU load), within the logical CPUs left once the sentence actors and one task slot for
@@ -43,8 +44,8 @@ def embed_layout(cfg: JobConfig, cluster: dict, cores: int, documents: int,
         actors = res.pool_size or 1
         per_actor = emb.workers_per_actor
         return actors, (auto_workers(max(1, fits // actors)) if per_actor == "auto" else per_actor)
-    if on_gpu:
-        actors = max(1, min(int(gpus / res.num_gpus + 1e-9), batches))
+    if on_gpu:  # the GPU shares left, within the CPUs left (each actor holds its num_cpus too)
+        actors = max(1, min(int(gpus / res.num_gpus + 1e-9), batches, fits))
         return actors, (1 if emb.workers_per_actor == "auto" else emb.workers_per_actor)
     encoders = max(1, min(cores // threads, fits))
     per_actor = auto_workers(encoders) if emb.workers_per_actor == "auto" else min(emb.workers_per_actor, encoders)
