@@ -269,10 +269,11 @@ def config_with(name: str, changes: dict[str, dict], base: Path = CONFIG) -> Pat
 
 
 def ingest(input_dir: Path, collection: str, config: Path = CONFIG, tag: str | None = None,
-           own_vectors: bool = True) -> dict:
+           own_vectors: bool = True, timeout: float | None = None) -> dict:
     """`corpusmill ingest` as a user runs it, timed from outside. Exit 3 (a quality gate) still committed
     everything, so it counts as a finished run here. Returns wall_s, the run directory, its metrics and
-    the run's `stage_stats` row from the runs table.
+    the run's `stage_stats` row from the runs table. `timeout`: seconds, then the command is killed
+    (subprocess.TimeoutExpired).
 
     With `own_vectors` (the default) each collection embeds its own texts: vectors are not taken from the
     benchmark's other collections (`embedding.reuse_other_collections` off), or the second ingest of a
@@ -284,7 +285,7 @@ def ingest(input_dir: Path, collection: str, config: Path = CONFIG, tag: str | N
     # compared with the ingest find it running, and a session's first ingest must not pay it alone.
     database_url()
     r = run([str(BIN / "corpusmill"), "ingest", "--config", str(config), "--input", str(input_dir),
-             "--collection", collection], log=log, ok=(0, 3))
+             "--collection", collection], log=log, ok=(0, 3), timeout=timeout)
     run_dir = next((line.split(":", 1)[1].strip().removesuffix("/chunks") for line in r["stdout"].splitlines()
                     if line.startswith("parquet:")), None)
     if run_dir is None:

@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
+import subprocess
 import sys
 import threading
+import time
 from importlib import metadata
 from pathlib import Path
 
@@ -105,14 +108,14 @@ def busy(stages: dict, data: dict, wall: float, log: str) -> dict:
     return out
 
 
-def one(name: str, corpus: Path, cuda: bool, model: str) -> dict:
+def one(name: str, corpus: Path, cuda: bool, model: str, timeout: float | None = None) -> dict:
     path, data = config(name, cuda, model)
     stop, samples = threading.Event(), []
     sampler = threading.Thread(target=sample_gpu, args=(stop, samples), daemon=True)
     if shutil.which("nvidia-smi"):
         sampler.start()
     try:
-        r = common.ingest(corpus, "e2e_" + name.replace("-", "_"), config=path, tag=f"e2e-{name}")
+        r = common.ingest(corpus, "e2e_" + name.replace("-", "_"), config=path, tag=f"e2e-{name}", timeout=timeout)
     finally:
         stop.set()
         if sampler.is_alive():
@@ -173,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, help="only the first N files (the dry run)")
     parser.add_argument("--configs", default="gpu,gpu-senter,local",
                         help="which runs, in order (default gpu,gpu-senter,local)")
+    parser.add_argument("--budget", type=float, help="seconds for all the runs: each gets an equal share of what is "
+                        "left, and one that outlasts it is killed and reported (a lent machine's call is bounded)")
     args = parser.parse_args(argv)
     if not args.corpus.is_dir():
         raise SystemExit(f"{args.corpus}: no such directory")
@@ -185,14 +190,20 @@ def main(argv: list[str] | None = None) -> int:
         out = {"machine": common.machine(), "torch": torch.__version__, "corpus": str(args.corpus),
                "gpu": torch.cuda.get_device_name(0) if cuda else None, "runs": []}
         out["embedding_weights"] = embedding_weights()
-        for name in args.configs.split(","):
+        names = [n.strip() for n in args.configs.split(",") if n.strip()]
+        deadline = time.monotonic() + args.budget if args.budget else None
+        for k, name in enumerate(names):
+            share = (deadline - time.monotonic()) / (len(names) - k) if deadline else None
             try:
-                out["runs"].append(one(name.strip(), corpus, cuda, model))
+                out["runs"].append(one(name, corpus, cuda, model, timeout=share))
             except Exception as exc:  # one config failing on a lent machine must not cost the others' figures
-                log = common.out_dir() / f"e2e-{name.strip()}.ingest.log"
+                if isinstance(exc, subprocess.TimeoutExpired):  # its Ray outlives the killed command
+                    common.end_ray_leftovers(os.environ["RAY_TMPDIR"])
+                    os.makedirs(os.environ["RAY_TMPDIR"], exist_ok=True)
+                log = common.out_dir() / f"e2e-{name}.ingest.log"
                 tail = log.read_text(encoding="utf-8", errors="replace")[-3000:] if log.exists() else ""
                 print(f"{name}: failed: {exc!r}\n{tail}", file=sys.stderr)
-                out["failed"] = out.get("failed", []) + [{"config": name.strip(), "error": repr(exc)[:2000]}]
+                out["failed"] = out.get("failed", []) + [{"config": name, "error": repr(exc)[:2000]}]
             common.save("gpu_e2e", out)  # what finished is kept if a later run fails
     print(report(out))
     print(json.dumps({"gpu_e2e": [{k: x[k] for k in ("config", "documents_per_s", "gpu_util_mean")} for x in out["runs"]]}))

