@@ -29,7 +29,7 @@ from jobs.config import JobConfig, ResourcesConfig
 from jobs.embed.layout import embed_layout, embed_resources
 from jobs.errors import ConfigError
 from jobs.pipeline import embed_stage, excel_stage, markdown_stages
-from jobs.ray_session import JobCancel, cores_of, init_ray, stop_ray_in_background
+from jobs.ray_session import JobCancel, cores_of, init_ray, live_nodes, stop_ray_in_background, tell_unrunnable
 from jobs.rows import WORK_SCHEMA
 from jobs.sources.manifest import roots_of
 from jobs.sources.reads import local_read_refusal, read_bytes
@@ -131,30 +131,15 @@ def check_reachable(cfg: JobConfig) -> None:
         raise ConfigError(refusal)
 
 
-def check_fits(cfg: JobConfig, counts: dict[str, int], refuse: bool, upstream: cluster_fit.Feed | None = None,
-               sentences: bool | None = None, others: float | None = None) -> None:
-    """A job whose actor pools this Ray can never run (jobs/cluster_fit.py): a ConfigError where `refuse`
-    (a local Ray this run started, which cannot grow), else a warning that says what the run waits for (a
-    Ray joined may be a cluster an autoscaler grows). The pools and the tasks that feed them as
-    build_dataset lays out an ingest of `counts`; a reembed gives its own `upstream`, no sentence actors
-    and its `others` for embed_layout."""
+def check_fits(cfg: JobConfig, counts: dict[str, int], refuse: bool) -> None:
+    """Whether this Ray can run the actor pools, and the tasks that feed them, of an ingest of `counts` as
+    build_dataset lays them out (jobs/cluster_fit.py); told by tell_unrunnable."""
     local = not os.environ.get("RAY_ADDRESS")
     cluster = ray.cluster_resources()
-    documents = max(1, sum(counts.values()))
-    actors, workers = embed_layout(cfg, cluster, cores_of(cluster), documents, local, others=others)
-    if sentences is None:
-        sentences = bool(counts.get("markdown"))
-    if upstream is None:
-        upstream = cluster_fit.feed(cfg, counts, fuse_markdown(cfg, local))
-    nodes = [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive")]
-    missing = cluster_fit.shortfall(cluster_fit.pools(cfg, actors, workers, sentences), nodes, upstream)
-    if missing is None:
-        return
-    if refuse:
-        raise ConfigError(f"{missing}. Lower those, or give the local Ray more (ray.num_cpus; GPUs are those "
-                          "this machine has)")
-    log.warning("%s. The run waits until the cluster has them (an autoscaler adding nodes); if none will come, "
-                "stop it (Ctrl-C) and lower those", missing)
+    actors, workers = embed_layout(cfg, cluster, cores_of(cluster), max(1, sum(counts.values())), local)
+    wanted = cluster_fit.pools(cfg, actors, workers, sentences=bool(counts.get("markdown")))
+    tell_unrunnable(cluster_fit.shortfall(wanted, live_nodes(), cluster_fit.feed(cfg, counts, fuse_markdown(cfg, local))),
+                    refuse)
 
 
 def fuse_markdown(cfg: JobConfig, local: bool = True) -> bool:

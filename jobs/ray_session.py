@@ -18,6 +18,7 @@ from ray.data._internal.execution.execution_callback import ExecutionCallback
 from ray.util.annotations import RayDeprecationWarning
 
 from jobs.config import JobConfig
+from jobs.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,24 @@ class _DropMessages(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not str(record.msg).startswith(self.starts)
+
+
+def live_nodes() -> list[dict]:
+    """The resources (CPU, GPU, …) of each live node of the Ray this process is on."""
+    return [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive")]
+
+
+def tell_unrunnable(missing: str | None, refuse: bool) -> None:
+    """What a job's pools cannot run on (jobs/cluster_fit.py shortfall), told: a ConfigError where `refuse`
+    (a local Ray this run started, which cannot grow), else a warning that says what the run waits for (a
+    Ray joined may be a cluster an autoscaler grows)."""
+    if missing is None:
+        return
+    if refuse:
+        raise ConfigError(f"{missing}. Lower those, or give the local Ray more (ray.num_cpus; GPUs are those "
+                          "this machine has)")
+    log.warning("%s. The run waits until the cluster has them (an autoscaler adding nodes); if none will come, "
+                "stop it (Ctrl-C) and lower those", missing)
 
 
 def quiet_ray(progress_bars: bool = False) -> None:

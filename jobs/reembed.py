@@ -166,16 +166,17 @@ def read_space_rows(ranges: list[dict], *, url: str, schema: str, active: Collec
 
 
 def _fill_on_ray(cfg: JobConfig, url: str, active: Collection, space: Collection, ranges: list[tuple],
-                 todo: int, already: tuple[int, int], reuse: bool,
+                 todo: int, already: tuple[int, int], reuse: bool, refuse: bool,
                  known: KnownVectors | None) -> tuple[object, tuple[int, int, int]]:
     """The Ray Data job: read tasks → the embedding actor pool → writers into `space`. Returns the
-    writers' SinkStats and (actors, workers per actor, writers)."""
+    writers' SinkStats and (actors, workers per actor, writers). Encoders this Ray cannot run are refused
+    where `refuse` (a local Ray this call started), else warned of (jobs/cluster_fit.py)."""
     # Late: Ray, Ray Data and the stages' adapter load only when there is work (the CLI stays quick).
     import ray
     import ray.data
 
-    from jobs import adapter  # late: see above
-    from jobs.ray_session import cores_of  # late: see above
+    from jobs import adapter, cluster_fit  # late: see above
+    from jobs.ray_session import cores_of, live_nodes, tell_unrunnable  # late: see above
     from jobs.store.datasink import writer_args  # late: see above
     from jobs.store.space_sink import SpaceDatasink, SpaceProgress  # late: see above
 
@@ -184,6 +185,9 @@ def _fill_on_ray(cfg: JobConfig, url: str, active: Collection, space: Collection
     cores = cores_of(cluster)
     read = cfg.ray.parse.model_copy(update={"batch_size": 1, "pool_size": None})
     actors, workers = embed_layout(cfg, cluster, cores, todo, not os.environ.get("RAY_ADDRESS"), others=read.num_cpus)
+    # Its read tasks feed the encoders, with parse's CPUs.
+    tell_unrunnable(cluster_fit.shortfall(cluster_fit.pools(cfg, actors, workers, sentences=False), live_nodes(),
+                                          cluster_fit.Feed(read.num_cpus, "ray.parse")), refuse)
     writers = cfg.sink.writers_for(cores)
     log.info("re-embedding %d documents in %d ranges: %d embedding actor(s) × %d worker(s), %d writers", todo,
              len(ranges), actors, workers, writers)
@@ -240,15 +244,9 @@ def run_reembed(cfg: JobConfig, collection: str, model: str, *, drop_old: bool =
         if ranges:
             ray_started = init_ray(cfg)
             try:
-                from jobs.cluster_fit import Feed  # late: as the Ray imports beside it
-                from jobs.on_ray import check_fits  # late: imports Ray Data
-
-                # Its read tasks feed the encoders, with parse's CPUs (_fill_on_ray).
-                check_fits(cfg, {"chunks": todo}, refuse=ray_started, sentences=False, others=cfg.ray.parse.num_cpus,
-                           upstream=Feed(cfg.ray.parse.num_cpus, "ray.parse"))
                 # Progress counts from what the space holds now: the documents copied above are not this fill's.
                 stats, layout = _fill_on_ray(cfg, url, active, space, ranges, todo, store.space_size(space),
-                                             store.has_reuse(space),
+                                             store.has_reuse(space), ray_started,
                                              vectors_to_reuse(store, url, cfg.database.schema_name, cfg.embedding,
                                                               space.embedding_model, space.dimension,
                                                               building=space.chunk_table))

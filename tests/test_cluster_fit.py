@@ -87,6 +87,21 @@ def test_an_actor_bigger_than_any_node_is_named_even_when_the_total_would_do():
     assert "no node has 4 CPUs for one embedding actor" in missing
 
 
+def _ingest_on_its_own_ray(cfg, cm_home) -> tuple[dict, str]:
+    """`ingest --config cfg` without RAY_ADDRESS (a local Ray of its own, in a private temp dir): what
+    tests.test_run_output.OWN_RAY prints (exit code, Ray still up, processes left) and its stderr."""
+    ray_tmp = tempfile.mkdtemp(prefix="cmfit-", dir="/tmp")  # Unix socket paths must stay short
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
+    env.update(CORPUSMILL_HOME=str(cm_home), RAY_TMPDIR=ray_tmp, TOKENIZERS_PARALLELISM="false")
+    try:
+        proc = subprocess.run([sys.executable, "-c", OWN_RAY, str(cfg), ray_tmp], env=env, capture_output=True,
+                              text=True, timeout=600)
+    finally:
+        subprocess.run(["pkill", "-f", ray_tmp], capture_output=True)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+
+
 @pytest.mark.slow
 def test_a_local_ray_without_a_gpu_refuses_gpu_actors_before_the_run_and_stops_its_ray(tmp_path, corpus, cm_home,
                                                                                         pg_url):
@@ -96,18 +111,9 @@ def test_a_local_ray_without_a_gpu_refuses_gpu_actors_before_the_run_and_stops_i
     big = big_corpus(corpus, tmp_path / "big", copies=3)  # 18 documents: a run on Ray
     cfg = write_config(tmp_path / "g.yaml", "fit_no_gpu", [big], ray__num_cpus=2,
                        sentences__resources__num_gpus=0.125, **COPIES)
-    ray_tmp = tempfile.mkdtemp(prefix="cmfit-", dir="/tmp")  # Unix socket paths must stay short
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
-    env.update(CORPUSMILL_HOME=str(cm_home), RAY_TMPDIR=ray_tmp, TOKENIZERS_PARALLELISM="false")
-    try:
-        proc = subprocess.run([sys.executable, "-c", OWN_RAY, str(cfg), ray_tmp], env=env, capture_output=True,
-                              text=True, timeout=300)
-    finally:
-        subprocess.run(["pkill", "-f", ray_tmp], capture_output=True)
-        shutil.rmtree(ray_tmp, ignore_errors=True)
-    own = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert own == {"code": 2, "ray_up": False, "left": []}, proc.stderr[-3000:]
-    assert "no node has 1 CPU and 0.125 GPU for one sentences actor" in proc.stderr
+    own, err = _ingest_on_its_own_ray(cfg, cm_home)
+    assert own == {"code": 2, "ray_up": False, "left": []}, err[-3000:]
+    assert "no node has 1 CPU and 0.125 GPU for one sentences actor" in err
     with psycopg.connect(pg_url) as conn:
         runs = conn.execute("SELECT count(*) FROM corpusmill.runs WHERE collection = 'fit_no_gpu'").fetchone()[0]
     assert runs == 0
@@ -119,14 +125,6 @@ def test_pools_that_fill_a_small_local_ray_with_nothing_feeding_them_still_run(t
     task runs before them. Ray Data runs such pools; the check must not refuse them."""
     big = big_corpus(corpus, tmp_path / "big", copies=3)  # 18 documents: a run on Ray
     cfg = write_config(tmp_path / "small.yaml", "fit_small", [big], ray__num_cpus=2, **COPIES)
-    ray_tmp = tempfile.mkdtemp(prefix="cmfit-", dir="/tmp")
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
-    env.update(CORPUSMILL_HOME=str(cm_home), RAY_TMPDIR=ray_tmp, TOKENIZERS_PARALLELISM="false")
-    try:
-        proc = subprocess.run([sys.executable, "-c", OWN_RAY, str(cfg), ray_tmp], env=env, capture_output=True,
-                              text=True, timeout=600)
-    finally:
-        subprocess.run(["pkill", "-f", ray_tmp], capture_output=True)
-        shutil.rmtree(ray_tmp, ignore_errors=True)
-    assert json.loads(proc.stdout.strip().splitlines()[-1])["code"] == 0, proc.stderr[-3000:]
-    assert "cannot run this job's actor pools" not in proc.stderr
+    own, err = _ingest_on_its_own_ray(cfg, cm_home)
+    assert own["code"] == 0, err[-3000:]
+    assert "cannot run this job's actor pools" not in err

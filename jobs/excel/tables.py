@@ -474,7 +474,7 @@ def split_tables(rows: Iterator[Row], sheet: str, *, scan: int, pin: int | None 
         if h is not None:
             h = _settle(window, h)
             top = _header_top(window, h)
-            title, _ = table_title(window, top)
+            title = table_title(window, top)
             counts["excel_rows_above_headers"] += sum(1 for r in window[:top] if not r.blank)
             number += 1
             table, previous = _make_table(sheet, number, window[top:h + 1], title), None
@@ -525,7 +525,7 @@ def _pinned_tables(rows: Iterator[Row], sheet: str, pin: int, counts: Counter) -
                 counts["excel_rows_above_headers"] += not row.blank
                 continue
             window = list(recent)
-            table = _make_table(sheet, 1, [row], table_title(window, len(window))[0])
+            table = _make_table(sheet, 1, [row], table_title(window, len(window)))
             table.why, table.pinned = f"excel.header_rows: row {pin}", True
             continue
         if not row.blank:

@@ -51,8 +51,8 @@ def _meta_line(row: Row) -> str | None:
     return f"{key} {format_value(filled[1][0])}"
 
 
-def table_title(window: list[Row], top: int) -> tuple[str | None, int]:
-    """(title, lines used) from the one-cell and `key: value` lines above the header (blank rows and notes
+def table_title(window: list[Row], top: int) -> str | None:
+    """The title from the one-cell and `key: value` lines above the header (blank rows and notes
     between allowed, up to _TITLE_SCAN lines that are not notes): the nearest caption (`Table 4.3 …`) with the
     short lines between it and the header (subtitle, units, basis; under a bare `Table 3`, the line under
     it whatever its length), else the three nearest lines; then the `key: value` lines."""
@@ -90,4 +90,4 @@ def table_title(window: list[Row], top: int) -> tuple[str | None, int]:
     title = ": ".join(parts)
     if meta:
         title = "; ".join([title, *meta] if title else meta)
-    return (title or None), len(parts) + len(meta)
+    return title or None

@@ -111,23 +111,23 @@ def carried(found: dict[str, str]) -> dict[str, str]:
             if not NEVER.match(n) and n not in DROP and (n not in DEVICE_HAS or n in CARRY_ANYWAY)}
 
 
+def _for_device(python: str) -> list[str]:
+    """pip's arguments for wheels of the device's Python and platforms, without their requirements."""
+    return ["--no-deps", "--only-binary=:all:", "--python-version", python, "--implementation", "cp",
+            *[arg for platform in PLATFORMS for arg in ("--platform", platform)]]
+
+
 def download(wanted: dict[str, str], dest: Path, python: str) -> None:
     dest.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--python-version",
-           python, "--implementation", "cp", "-d", str(dest)]
-    for platform in PLATFORMS:
-        cmd += ["--platform", platform]
-    subprocess.run(cmd + [f"{n}=={v}" for n, v in wanted.items()], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", *_for_device(python), "-d", str(dest),
+                    *[f"{n}=={v}" for n, v in wanted.items()]], check=True)
 
 
 def unpack(wheels: Path, site: Path, python: str) -> None:
     """Every wheel installed into `site` for the device's Python (no scripts are used there), then pruned."""
     shutil.rmtree(site, ignore_errors=True)
-    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--no-compile",
-           "--only-binary=:all:", "--python-version", python, "--implementation", "cp", "--target", str(site)]
-    for platform in PLATFORMS:
-        cmd += ["--platform", platform]
-    subprocess.run(cmd + [str(w) for w in sorted(wheels.glob("*.whl"))], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-compile", *_for_device(python),
+                    "--target", str(site), *[str(w) for w in sorted(wheels.glob("*.whl"))]], check=True)
     for rel in PRUNE:
         shutil.rmtree(site / rel, ignore_errors=True)
     for cache in list(site.rglob("__pycache__")):
